@@ -1,0 +1,1 @@
+"""Analysis: roles, detectors and checks, and the contract report."""

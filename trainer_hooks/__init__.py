@@ -1,0 +1,1 @@
+"""Training-side hooks for MindSpore and MindFormers that log health signals as tfevents."""
