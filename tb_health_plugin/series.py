@@ -52,6 +52,18 @@ class HistogramSeries:
 
 
 @dataclass(frozen=True)
+class TextSeries:
+    """One text tag of one run (for example the findings our hooks write live as JSON)."""
+
+    steps: np.ndarray  # int64
+    wall_times: np.ndarray  # float64
+    values: list[str]
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+
+@dataclass(frozen=True)
 class Backtrack:
     """Steps went backwards within a run (a resume from an earlier checkpoint).
 
@@ -71,6 +83,7 @@ class RunData:
     name: str
     scalars: dict[str, ScalarSeries] = field(default_factory=dict)
     histograms: dict[str, HistogramSeries] = field(default_factory=dict)
+    texts: dict[str, TextSeries] = field(default_factory=dict)
     backtracks: list[Backtrack] = field(default_factory=list)
     skipped_records: int = 0  # records with a bad checksum or undecodable payload
     last_wall_time: float = 0.0

@@ -1,0 +1,26 @@
+"""One labelled case of the detection benchmark.
+
+A case writes one run's logs into a folder and states which finding kinds must be reported at
+which steps. Healthy cases (benign traps) expect nothing at warning or critical severity.
+Case generators live in `bench/detection/cases_*.py`, each exposing `cases(split)`, where
+`split` is "dev" (used while designing the detectors) or "holdout" (fresh seeds and shapes,
+never looked at while tuning).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # unique; becomes the run folder name
+    write: Callable[[Path], None]  # writes the run's event files into this folder
+    expected: dict[str, list[int]] = field(default_factory=dict)  # kind -> labelled steps
+    family: str = "synthetic"  # "synthetic" or "mindspore" (trained for real)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.expected
