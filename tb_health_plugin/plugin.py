@@ -1,0 +1,192 @@
+"""The Health tab's TensorBoard plugin: routes only.
+
+Each route parses its request, asks `HealthService` (readers + analysis) and responds JSON. It
+reads the logdir itself rather than TensorBoard's multiplexer, which is `None` under the Rust data
+server (`--load_fast=true`), and which keeps only a sample of each series. Routes are specified in
+`http_api.md`.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_health_plugin.analysis.findings import SEVERITY_RANK
+from tb_health_plugin.roles import resolve_roles
+from tb_health_plugin.service import HealthService, UnknownRun
+from tb_health_plugin.views import series as series_view
+
+PLUGIN_NAME = "health"
+TAB_NAME = "Health"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def _json(request, payload: Any, code: int = 200):
+    body = json.dumps(payload, allow_nan=False, separators=(",", ":"))
+    return http_util.Respond(request, body, "application/json", code=code)
+
+
+def _route(handler):
+    """Turn a handler's exceptions into JSON errors with the right status code."""
+
+    @wraps(handler)
+    @wrappers.Request.application
+    def wrapped(self, request):
+        if request.method != "GET":
+            return _json(request, {"error": "only GET is supported"}, 405)
+        try:
+            return handler(self, request)
+        except UnknownRun as error:
+            return _json(request, {"error": f"unknown run: {error.args[0]}"}, 404)
+        except BadRequest as error:
+            return _json(request, {"error": str(error)}, 400)
+
+    return wrapped
+
+
+def _int_arg(request, name: str, default: int | None, low: int | None = None, high: int | None = None):
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _required(request, name: str) -> str:
+    value = request.args.get(name)
+    if value is None or value == "":
+        raise BadRequest(f"missing parameter: {name}")
+    return value
+
+
+def run_summary(report: dict[str, Any], signals: dict[str, str], last_update: float | None) -> dict[str, Any]:
+    findings = report["findings"]
+    counts = {severity: 0 for severity in SEVERITY_RANK}
+    for finding in findings:
+        counts[finding["severity"]] += 1
+    alarms = [f for f in findings if f["severity"] != "info"] or findings
+    worst = max(alarms, key=lambda f: (SEVERITY_RANK[f["severity"]], -f["step"]), default=None)
+    return {
+        "run": report["run"],
+        "status": report["status"],
+        "counts": counts,
+        "worst": {k: worst[k] for k in ("kind", "severity", "step", "message")} if worst else None,
+        "kinds": sorted({f["kind"] for f in findings}),
+        "steps": report["steps"],
+        "last_update": last_update,
+        "signals": signals,
+    }
+
+
+class HealthPlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        self._logdir = context.logdir or ""
+        self._service = HealthService(self._logdir) if self._logdir else None
+
+    def is_active(self) -> bool:
+        # Cheap on purpose: TensorBoard calls this often; the tab itself says when there is no data.
+        return self._service is not None
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME)
+
+    def get_plugin_apps(self):
+        apps = {
+            "/runs": self._serve_runs,
+            "/report": self._serve_report,
+            "/tags": self._serve_tags,
+            "/series": self._serve_series,
+        }
+        if STATIC_DIR.is_dir():
+            for path in STATIC_DIR.iterdir():
+                if path.is_file():
+                    apps["/" + path.name] = self._static_file(path)
+        return apps
+
+    def _static_file(self, path: Path):
+        content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if path.suffix == ".js":
+            content_type = "application/javascript"
+
+        @wrappers.Request.application
+        def serve(request):
+            return http_util.Respond(request, path.read_bytes(), content_type)
+
+        return serve
+
+    def _require_service(self) -> HealthService:
+        if self._service is None:
+            raise BadRequest("TensorBoard was started without --logdir; the Health tab needs one")
+        return self._service
+
+    @_route
+    def _serve_runs(self, request):
+        if self._service is None:
+            return _json(request, {"logdir": "", "runs": []})
+        from tb_health_plugin.analysis.engine import job_name
+
+        reports = self._service.reports()
+        runs = []
+        for name in sorted(reports):
+            data = self._service.run_data(name)
+            roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
+            summary = run_summary(reports[name], roles.scalars, data.last_wall_time or None)
+            summary["job"] = job_name(name)
+            runs.append(summary)
+        return _json(request, {"logdir": self._logdir, "runs": runs})
+
+    @_route
+    def _serve_report(self, request):
+        service = self._require_service()
+        run = _required(request, "run")
+        return _json(request, {"version": 1, "logdir": self._logdir, "runs": [service.report(run)]})
+
+    @_route
+    def _serve_tags(self, request):
+        service = self._require_service()
+        run = _required(request, "run")
+        data = service.run_data(run)
+        roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
+        return _json(
+            request,
+            {
+                "run": run,
+                "scalars": sorted(data.scalars),
+                "histograms": sorted(data.histograms),
+                "signals": roles.scalars,
+                "per_parameter": roles.per_parameter,
+            },
+        )
+
+    @_route
+    def _serve_series(self, request):
+        service = self._require_service()
+        run = _required(request, "run")
+        tag = _required(request, "tag")
+        width = _int_arg(request, "width", series_view.DEFAULT_WIDTH, series_view.MIN_WIDTH, series_view.MAX_WIDTH)
+        start = _int_arg(request, "start", None)
+        end = _int_arg(request, "end", None)
+        data = service.run_data(run)
+        if tag not in data.scalars:
+            return _json(request, {"error": f"unknown tag for run {run}: {tag}"}, 404)
+        payload = {"run": run, "tag": tag}
+        payload.update(series_view.envelope(data.scalars[tag], width, start, end))
+        return _json(request, payload)

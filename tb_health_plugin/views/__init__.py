@@ -1,0 +1,1 @@
+"""Shapes data for the plugin's routes (downsampling, summaries), independent of HTTP."""

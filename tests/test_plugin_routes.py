@@ -1,0 +1,84 @@
+"""The plugin's routes, served by TensorBoard's own WSGI app over a real logdir."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+from tb_health_plugin.plugin import HealthPlugin
+from tests.eventlogs import write_scalars
+
+PREFIX = "/data/plugin/health"
+
+
+@pytest.fixture()
+def logdir(tmp_path):
+    steps = np.arange(0, 500)
+    loss = 3.0 * np.exp(-steps / 200.0) + 0.5
+    write_scalars(tmp_path / "exp1" / "rank_0", {"train/loss": (steps, loss), "train/lr": (steps, np.full(500, 1e-3))})
+    write_scalars(tmp_path / "exp1" / "rank_1", {"train/loss": (steps, loss * 1.01)})
+    spiky = loss.copy()
+    spiky[300] = 50.0
+    spiky[400] = np.nan
+    write_scalars(tmp_path / "spiky", {"loss": (steps, spiky), "grad-norm": (steps, np.ones(500))})
+    return tmp_path
+
+
+@pytest.fixture()
+def client(logdir):
+    plugin = HealthPlugin(base_plugin.TBContext(logdir=str(logdir)))
+    return Client(application.TensorBoardWSGI([plugin]))
+
+
+def get(client, path, expect=200):
+    response = client.get(PREFIX + path)
+    assert response.status_code == expect, response.get_data(as_text=True)
+    assert response.headers["Content-Type"].startswith("application/json")
+    return json.loads(response.get_data(as_text=True))
+
+
+def test_runs_lists_every_run_with_recognised_signals(client):
+    body = get(client, "/runs")
+    runs = {r["run"]: r for r in body["runs"]}
+    assert set(runs) == {"exp1/rank_0", "exp1/rank_1", "spiky"}
+    assert runs["exp1/rank_0"]["signals"] == {"loss": "train/loss", "lr": "train/lr"}
+    assert runs["spiky"]["signals"] == {"loss": "loss", "grad_norm": "grad-norm"}
+    assert runs["exp1/rank_0"]["job"] == "exp1" and runs["spiky"]["job"] is None
+    assert runs["exp1/rank_0"]["steps"] == {"first": 0, "last": 499}
+    assert set(runs["spiky"]["counts"]) == {"info", "warning", "critical"}
+
+
+def test_report_has_contract_shape_for_one_run(client):
+    body = get(client, "/report?run=spiky")
+    assert body["version"] == 1
+    assert [r["run"] for r in body["runs"]] == ["spiky"]
+    run = body["runs"][0]
+    assert run["status"] in {"healthy", "warning", "critical", "no_data"}
+    assert run["steps"] == {"first": 0, "last": 499}
+    assert isinstance(run["findings"], list)
+
+
+def test_unknown_run_is_404_and_missing_parameter_400(client):
+    assert "unknown run" in get(client, "/report?run=nope", expect=404)["error"]
+    assert "missing parameter" in get(client, "/report", expect=400)["error"]
+    assert "width" in get(client, "/series?run=spiky&tag=loss&width=abc", expect=400)["error"]
+    get(client, "/series?run=spiky&tag=nope", expect=404)
+
+
+def test_series_envelope_keeps_a_one_step_spike_and_lists_nan(client):
+    body = get(client, "/series?run=spiky&tag=loss&width=10")
+    assert body["total_points"] == 500 and body["downsampled"] is True
+    assert len(body["steps"]) == 10
+    assert max(v for v in body["max"] if v is not None) == pytest.approx(50.0)
+    assert body["nonfinite"] == [{"step": 400, "value": "nan"}]
+
+
+def test_series_zoom_window(client):
+    body = get(client, "/series?run=spiky&tag=loss&start=290&end=310")
+    assert body["steps"][0] == 290 and body["steps"][-1] == 310
+    assert body["downsampled"] is False
