@@ -1,0 +1,239 @@
+"""`HealthMonitor`: the MindSpore callback for `Model.train(..., callbacks=[HealthMonitor(log_dir)])`.
+
+It reads what the training cell returns each step. On a plain `Model(net, loss_fn, optimizer)`
+that is the loss alone (the learning rate comes from the optimizer's schedule, the weights from
+the parameters); with `TrainOneStepWithHealth` it is also the global and per-parameter gradient
+norms, the learning rate used and, with loss scaling, the loss scale and overflow flag.
+Nothing it does may break the training: any error is warned about once and the monitor goes
+quiet.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from mindspore.train.callback import Callback
+
+from trainer_hooks.health_logger import HealthLogger, named_parameters, to_numpy
+from trainer_hooks.lr import lr_of_step
+from trainer_hooks.online import Analyze
+from trainer_hooks.train_cell import (
+    HEALTH_GRAD_STATS,
+    HEALTH_LOSS_SCALE,
+    HEALTH_LR,
+    HEALTH_OVERFLOW,
+    TrainOneStepWithHealth,
+)
+
+logger = logging.getLogger("trainer_hooks")
+
+SINK_NOTE = (
+    "dataset_sink_mode=True: callbacks see one step per sink of {n} steps, so loss, gradient norm, "
+    "window aggregates and step time cover only the last step of each sink and update ratios are "
+    "not logged; train with dataset_sink_mode=False (or sink_size=1) for per-step health."
+)
+PLAIN_MODEL_NOTE = (
+    "gradient norms are not visible to a callback on a plain Model: wrap the training cell, "
+    "Model(TrainOneStepWithHealth(nn.WithLossCell(net, loss_fn), optimizer)), to log them."
+)
+
+
+def never_raises(hook):
+    """Run a callback hook; on any error warn once and turn the monitor off."""
+
+    @functools.wraps(hook)
+    def guarded(self, *args, **kwargs):
+        if self._broken:
+            return None
+        try:
+            return hook(self, *args, **kwargs)
+        except Exception as error:
+            self._broken = True
+            message = f"tb-health: HealthMonitor stopped logging after an error in {hook.__name__}: {type(error).__name__}: {error}"
+            logger.warning(message, exc_info=True)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            self._close_quietly()
+            return None
+
+    return guarded
+
+
+class HealthMonitor(Callback):
+    """Logs training-health signals of `Model.train` as TensorBoard event files.
+
+    Each rank writes `<log_dir>/rank_<id>/`. With only `log_dir` it works on any `Model`; wrap the
+    training cell with `TrainOneStepWithHealth` to add gradient norms (see the module docstring).
+
+    Args:
+        log_dir: root folder of the logs (point TensorBoard or `tb-health check` at it).
+        collect_freq: write scalars every this many steps; every step still feeds the window
+            aggregates (max/min loss, max gradient norm, non-finite and overflow counts).
+        weight_freq: every this many steps, log weight norms and update ratios (host copies of
+            the weights at that step and the one before); 0 turns it off.
+        histogram_freq: every this many steps, log weight histograms; 0 turns it off.
+        histogram_ranks: the ranks that log histograms (`None` for all). Default: rank 0.
+        batch_size: samples per step for `train/throughput`; default: the dataset's batch size.
+        seq_length: tokens per sample; when given, `train/tokens_per_s` is logged too.
+        online_analysis: run the project's detectors during training (background thread) and
+            write each new finding as a `health/findings` text event, printed as well.
+        analyze_every: collections between two online analyses.
+        stop_on_critical: stop training (`run_context.request_stop()`) on a critical finding.
+        findings_min_severity: least severity of the findings written ("info", "warning", "critical").
+        rank, world_size: override the rank detection (communication API, then launcher variables).
+        flush_secs: how often the writer flushes to disk (an interrupted run keeps what was flushed).
+        analyze: replace the analysis function (RunData -> run report); for tests and experiments.
+    """
+
+    def __init__(
+        self,
+        log_dir: str,
+        collect_freq: int = 10,
+        *,
+        weight_freq: int = 50,
+        histogram_freq: int = 100,
+        histogram_ranks: Sequence[int] | None = (0,),
+        batch_size: int | None = None,
+        seq_length: int | None = None,
+        online_analysis: bool = True,
+        analyze_every: int = 10,
+        stop_on_critical: bool = False,
+        findings_min_severity: str = "warning",
+        rank: int | None = None,
+        world_size: int | None = None,
+        flush_secs: float = 10.0,
+        analyze: Analyze | None = None,
+    ) -> None:
+        super().__init__()
+        self._options = dict(
+            log_dir=log_dir,
+            collect_freq=collect_freq,
+            weight_freq=weight_freq,
+            histogram_freq=histogram_freq,
+            histogram_ranks=histogram_ranks,
+            batch_size=batch_size,
+            seq_length=seq_length,
+            online_analysis=online_analysis,
+            analyze_every=analyze_every,
+            stop_on_critical=stop_on_critical,
+            findings_min_severity=findings_min_severity,
+            rank=rank,
+            world_size=world_size,
+            flush_secs=flush_secs,
+            analyze=analyze,
+        )
+        HealthLogger.check_options(**self._options)  # fail now, with a message, not mid-training
+        self.health: HealthLogger | None = None
+        self._broken = False
+        self._last_step = 0
+        self._health_cell: TrainOneStepWithHealth | None = None
+        self._optimizer = None
+
+    # ----- MindSpore callback hooks
+
+    @never_raises
+    def on_train_begin(self, run_context) -> None:
+        cb_params = run_context.original_args()
+        self._optimizer = getattr(cb_params, "optimizer", None) or getattr(cb_params.train_network, "optimizer", None)
+        self._health_cell = find_cell(cb_params.train_network, TrainOneStepWithHealth)
+        parameters = self._optimizer.parameters if self._optimizer is not None else cb_params.train_network.trainable_params()
+        options = dict(self._options)
+        if options["batch_size"] is None:
+            options["batch_size"] = dataset_batch_size(cb_params)
+        self.health = HealthLogger(**options, parameters=named_parameters(parameters))
+        self._last_step = int(getattr(cb_params, "cur_step_num", 0) or 0)
+        self._on_begin(cb_params)
+
+    @never_raises
+    def on_train_step_end(self, run_context) -> None:
+        cb_params = run_context.original_args()
+        if self.health is None:
+            return
+        step = int(cb_params.cur_step_num)
+        steps_done = max(step - self._last_step, 1)
+        self._last_step = step
+        if getattr(cb_params, "dataset_sink_mode", False) and steps_done > 1:
+            self.health.note(step, SINK_NOTE.format(n=steps_done))
+        values = self.step_values(cb_params, step)
+        self.health.log_step(step, steps_done=steps_done, **values)
+        if self.health.should_stop:
+            logger.error("tb-health: stopping training on a critical finding (stop_on_critical=True)")
+            run_context.request_stop()
+
+    @never_raises
+    def on_eval_end(self, run_context) -> None:
+        cb_params = run_context.original_args()
+        results = getattr(cb_params, "eval_results", None)
+        if self.health is not None and isinstance(results, dict):
+            self.health.log_eval(self._last_step, results)
+
+    @never_raises
+    def on_train_epoch_end(self, run_context) -> None:
+        if self.health is not None:
+            self.health.flush()
+
+    def on_train_end(self, run_context) -> None:
+        self._close_quietly()
+
+    def __exit__(self, *exc_info) -> None:
+        # Model.train enters every callback as a context manager: this runs on interrupts too.
+        self._close_quietly()
+
+    # ----- reading a step
+
+    def step_values(self, cb_params, step: int) -> dict[str, Any]:
+        """The `HealthLogger.log_step` arguments visible in this step's `cb_params`."""
+        outputs = cb_params.net_outputs
+        if self._health_cell is not None and isinstance(outputs, (tuple, list)) and len(outputs) == 2:
+            health = to_numpy(outputs[1]).astype(np.float64).reshape(-1)
+            values = {"loss": outputs[0], "lr": health[HEALTH_LR], "grad_stats": health[HEALTH_GRAD_STATS:]}
+            if self._health_cell.loss_scaling:
+                values["loss_scale"] = health[HEALTH_LOSS_SCALE]
+                values["overflow"] = health[HEALTH_OVERFLOW]
+            return values
+        if isinstance(outputs, (tuple, list)) and len(outputs) == 3:
+            # nn.TrainOneStepWithLossScaleCell: (loss, overflow, loss scale)
+            values = {"loss": outputs[0], "overflow": outputs[1], "loss_scale": outputs[2]}
+        else:
+            values = {"loss": outputs[0] if isinstance(outputs, (tuple, list)) else outputs}
+        self.health.note(step, PLAIN_MODEL_NOTE)
+        if self.health.is_collect_step(step) and self._optimizer is not None:
+            values["lr"] = lr_of_step(self._optimizer, step)
+        return values
+
+    def _on_begin(self, cb_params) -> None:
+        """Extension point for subclasses (the MindFormers monitor)."""
+
+    def _close_quietly(self) -> None:
+        health, self.health = self.health, None
+        if health is not None:
+            try:
+                health.close()
+            except Exception as error:
+                logger.warning("tb-health: closing the health logs failed: %s", error)
+
+
+def find_cell(cell, cell_type):
+    """The first cell of `cell_type` in `cell` or its sub-cells (wrappers may surround it)."""
+    if isinstance(cell, cell_type):
+        return cell
+    if cell is None or not hasattr(cell, "cells_and_names"):
+        return None
+    for _, sub_cell in cell.cells_and_names():
+        if isinstance(sub_cell, cell_type):
+            return sub_cell
+    return None
+
+
+def dataset_batch_size(cb_params) -> int | None:
+    dataset = getattr(cb_params, "train_dataset", None)
+    try:
+        size = int(dataset.get_batch_size()) if dataset is not None else None
+    except Exception:
+        return None
+    return size if size and size > 0 else None
+

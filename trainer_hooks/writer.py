@@ -1,0 +1,117 @@
+"""Event-file writing that can never break the training it records.
+
+Everything goes through TensorBoard's own `EventFileWriter` (a background thread does the file
+I/O) and its protos. Any failure (unwritable folder, full disk, a dead writer thread) is warned
+about once; later writes are dropped silently so training carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import warnings
+
+import numpy as np
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.compat.proto.tensor_pb2 import TensorProto
+from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+from tensorboard.plugins.text import metadata as text_metadata
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+logger = logging.getLogger(__name__)
+
+HISTOGRAM_BUCKETS = 30
+# Events queued for the writer thread before `add_event` blocks the caller; generous so that a
+# slow disk delays only the file, not the training step.
+MAX_QUEUED_EVENTS = 4096
+
+
+class SafeEventWriter:
+    """Scalars, histograms and texts into one tfevents file of `log_dir`, failures tolerated."""
+
+    def __init__(self, log_dir: str, flush_secs: float = 10.0) -> None:
+        self.log_dir = log_dir
+        self._lock = threading.Lock()
+        self._failed = False
+        self._writer: EventFileWriter | None = None
+        try:
+            self._writer = EventFileWriter(log_dir, max_queue_size=MAX_QUEUED_EVENTS, flush_secs=flush_secs)
+        except Exception as error:  # unwritable folder: warn, keep training
+            self._fail(error)
+
+    @property
+    def healthy(self) -> bool:
+        return self._writer is not None and not self._failed
+
+    def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
+        summary_value = summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
+        self._add(summary_value, step, wall_time)
+
+    def histogram(self, tag: str, values: np.ndarray, step: int, wall_time: float | None = None) -> None:
+        """A legacy `HistogramProto` of the finite values (what TensorBoard's Histograms tab reads)."""
+        finite = np.asarray(values, dtype=np.float64).ravel()
+        finite = finite[np.isfinite(finite)]
+        if finite.size == 0:
+            return
+        counts, edges = np.histogram(finite, bins=HISTOGRAM_BUCKETS)
+        proto = summary_pb2.HistogramProto(
+            min=float(finite.min()),
+            max=float(finite.max()),
+            num=float(finite.size),
+            sum=float(finite.sum()),
+            sum_squares=float(np.dot(finite, finite)),
+            bucket_limit=[float(e) for e in edges[1:]],
+            bucket=[float(c) for c in counts],
+        )
+        self._add(summary_pb2.Summary.Value(tag=tag, histo=proto), step, wall_time)
+
+    def text(self, tag: str, text: str, step: int, wall_time: float | None = None) -> None:
+        """A text summary in the format of TensorBoard's Text plugin."""
+        tensor = TensorProto(dtype="DT_STRING", string_val=[text.encode("utf-8")], tensor_shape=TensorShapeProto())
+        summary_value = summary_pb2.Summary.Value(
+            tag=tag, metadata=text_metadata.create_summary_metadata(display_name=None, description=None), tensor=tensor
+        )
+        self._add(summary_value, step, wall_time)
+
+    def flush(self) -> None:
+        if self.healthy:
+            try:
+                self._writer.flush()
+            except Exception as error:
+                self._fail(error)
+
+    def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception as error:
+                if not self._failed:
+                    self._fail(error)
+
+    def _add(self, summary_value, step: int, wall_time: float | None) -> None:
+        if not self.healthy:
+            return
+        event = event_pb2.Event(
+            wall_time=time.time() if wall_time is None else wall_time,
+            step=int(step),
+            summary=summary_pb2.Summary(value=[summary_value]),
+        )
+        try:
+            with self._lock:
+                self._writer.add_event(event)
+        except Exception as error:
+            self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._failed:
+                return
+            self._failed = True
+        message = (
+            f"tb-health: cannot write health logs to {self.log_dir!r} ({type(error).__name__}: {error}); "
+            "training continues without them."
+        )
+        logger.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
