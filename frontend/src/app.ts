@@ -1,0 +1,143 @@
+// The tab's shell: header (views, refresh state, language switch) and the three views. It polls
+// the `runs` route and listens to TensorBoard's reloads, handing fresh summaries to the views
+// without rebuilding them, so selection, zoom and scroll survive every refresh.
+
+import {api, type RunSummary} from './api';
+import {CompareView} from './compare';
+import {el} from './dom';
+import {bindText, lang, relabel, relativeAge, setLang, t, type Lang} from './i18n';
+import {Overview} from './overview';
+import {Poller} from './poll';
+import {RunView} from './runView';
+import {loadState, saveState, type AppState, type View} from './state';
+import {listenToHostReloads} from './tbHost';
+
+const POLL_INTERVAL_MS = 5000;
+
+export class App {
+  private readonly state: AppState = loadState();
+  private runs: RunSummary[] = [];
+  private lastRefresh: number | null = null;
+  private readonly overview: Overview;
+  private readonly runView = new RunView();
+  private readonly compare: CompareView;
+  private readonly tabs = new Map<View, HTMLButtonElement>();
+  private readonly refreshState = el('span', {class: 'refresh-state muted'});
+  private readonly errorBanner = el('div', {class: 'error-banner', attrs: {hidden: ''}});
+  private readonly langButtons = new Map<Lang, HTMLButtonElement>();
+  private readonly main = el('main', {class: 'main'});
+  private readonly poller = new Poller(POLL_INTERVAL_MS, () => this.refresh());
+
+  constructor(private readonly host: HTMLElement) {
+    this.overview = new Overview(this.state, {
+      openRun: (run) => this.openRun(run),
+      openCompare: () => this.setView('compare'),
+      changed: () => saveState(this.state),
+    });
+    this.compare = new CompareView((run) => this.openRun(run));
+  }
+
+  mount(): void {
+    document.documentElement.lang = lang() === 'zh' ? 'zh-CN' : 'en';
+    const nav = el('nav', {class: 'tabs'});
+    for (const [view, key] of [['overview', 'overview'], ['run', 'run'], ['compare', 'compare']] as [View, string][]) {
+      const button = bindText(el('button', {class: 'tab', attrs: {type: 'button'}, data: {view}, on: {click: () => this.setView(view)}}), key);
+      this.tabs.set(view, button);
+      nav.append(button);
+    }
+    const langSwitch = el('div', {class: 'lang-switch', attrs: {role: 'group', 'aria-label': 'language'}});
+    for (const [code, text] of [['en', 'EN'], ['zh', '中文']] as [Lang, string][]) {
+      const button = el('button', {class: 'lang', text, data: {lang: code}, attrs: {type: 'button'}, on: {click: () => this.switchLang(code)}});
+      this.langButtons.set(code, button);
+      langSwitch.append(button);
+    }
+    const reload = el('button', {class: 'btn icon', text: '⟳', title: 'refresh', attrs: {type: 'button'}, on: {click: () => void this.poller.now()}});
+    this.main.append(this.overview.root, this.runView.root, this.compare.root);
+    this.host.replaceChildren(
+      el('div', {class: 'health-app'}, [
+        el('header', {class: 'topbar'}, [
+          bindText(el('h1', {class: 'brand'}), 'title'),
+          nav,
+          el('span', {class: 'spacer'}),
+          this.refreshState,
+          reload,
+          langSwitch,
+        ]),
+        this.errorBanner,
+        this.main,
+      ]),
+    );
+    this.updateLangButtons();
+    this.applyView();
+    listenToHostReloads(() => void this.poller.now());
+    window.setInterval(() => this.renderRefreshState(), 1000);
+    this.poller.start();
+  }
+
+  private async refresh(): Promise<void> {
+    try {
+      const response = await api.runs();
+      this.runs = response.runs;
+      this.lastRefresh = Date.now();
+      this.errorBanner.hidden = true;
+      this.overview.update(this.runs);
+      await this.showActiveView();
+    } catch (error) {
+      this.errorBanner.hidden = false;
+      this.errorBanner.textContent = t('loadFailed', {error: String((error as Error).message ?? error)});
+    }
+    this.renderRefreshState();
+  }
+
+  private async showActiveView(): Promise<void> {
+    if (this.state.view === 'run') {
+      const summary = this.runs.find((r) => r.run === this.state.run);
+      if (summary) await this.runView.show(summary);
+    } else if (this.state.view === 'compare') {
+      await this.compare.show(this.runs.filter((r) => this.state.compare.has(r.run)));
+    }
+  }
+
+  private openRun(run: string): void {
+    this.state.run = run;
+    this.setView('run');
+  }
+
+  private setView(view: View): void {
+    this.state.view = view;
+    saveState(this.state);
+    this.applyView();
+    if (this.lastRefresh !== null) void this.showActiveView();
+  }
+
+  private applyView(): void {
+    const roots: Record<View, HTMLElement> = {overview: this.overview.root, run: this.runView.root, compare: this.compare.root};
+    for (const [view, root] of Object.entries(roots) as [View, HTMLElement][]) root.hidden = view !== this.state.view;
+    for (const [view, button] of this.tabs) {
+      button.classList.toggle('active', view === this.state.view);
+      button.disabled = view === 'run' && !this.state.run;
+    }
+    const runTab = this.tabs.get('run');
+    if (runTab) runTab.title = this.state.run ?? '';
+    this.host.dataset.view = this.state.view;
+  }
+
+  private switchLang(code: Lang): void {
+    setLang(code);
+    relabel(this.host);
+    this.overview.relabel();
+    this.runView.relabel();
+    this.compare.relabel();
+    this.updateLangButtons();
+    this.renderRefreshState();
+  }
+
+  private updateLangButtons(): void {
+    for (const [code, button] of this.langButtons) button.classList.toggle('active', code === lang());
+  }
+
+  private renderRefreshState(): void {
+    const age = this.lastRefresh === null ? null : (Date.now() - this.lastRefresh) / 1000;
+    this.refreshState.textContent = age === null ? t('loading') : t('updated', {age: relativeAge(age)});
+  }
+}

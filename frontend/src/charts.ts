@@ -1,0 +1,253 @@
+// A scalar series drawn as a min/max envelope with its mean, from the server's downsampled
+// buckets (uPlot). Finding markers and non-finite points are drawn on top.
+
+import uPlot from 'uplot';
+
+import {api, HttpError, isAbort, type Range, type SeriesResponse} from './api';
+import {chartCard, type Card} from './card';
+import type {ChartGroup, GroupMember} from './chartGroup';
+import {SEVERITY_COLORS} from './colors';
+import {formatNumber, formatStep} from './format';
+import {t} from './i18n';
+
+export interface Marker {
+  step: number;
+  endStep?: number;
+  severity: string;
+  active: boolean;
+}
+
+export interface EnvelopeOptions {
+  id: string;
+  titleKey: string;
+  run: string;
+  tag: string;
+  log?: boolean;
+  height?: number;
+  wide?: boolean;
+  color?: string;
+  markers?: () => Marker[];
+}
+
+const NONFINITE_COLOR = '#d93025';
+
+export function stepAxisValues(_u: uPlot, splits: number[]): string[] {
+  return splits.map((v) => (Math.abs(v) >= 1e4 ? `${formatNumber(v / 1000)}k` : formatStep(v)));
+}
+
+export function valueAxisValues(_u: uPlot, splits: number[]): string[] {
+  return splits.map((v) => formatNumber(v));
+}
+
+/** Pixel width of a chart body, the number of buckets worth requesting. */
+export function plotWidth(body: HTMLElement): number {
+  return Math.max(100, Math.min(4000, Math.round(body.clientWidth || 600)));
+}
+
+/** Drag-to-zoom and double-click-to-reset wired to the group instead of one chart. */
+export function groupCursor(group: ChartGroup): uPlot.Cursor {
+  return {
+    sync: {key: group.syncKey, setSeries: false},
+    drag: {x: true, y: false, setScale: false},
+    bind: {dblclick: () => () => null},
+  } as uPlot.Cursor;
+}
+
+export function groupHooks(group: ChartGroup, root: HTMLElement): Partial<uPlot.Hooks.Arrays> {
+  return {
+    setSelect: [
+      (u: uPlot) => {
+        if (u.select.width > 4) {
+          const start = u.posToVal(u.select.left, 'x');
+          const end = u.posToVal(u.select.left + u.select.width, 'x');
+          u.setSelect({left: 0, top: 0, width: 0, height: 0}, false);
+          group.zoomTo({start, end});
+        }
+      },
+    ],
+    ready: [(u: uPlot) => u.over.addEventListener('dblclick', () => group.zoomTo(null))],
+    setScale: [
+      (u: uPlot, key: string) => {
+        if (key !== 'x') return;
+        root.dataset.xmin = String(Math.round(u.scales.x.min ?? 0));
+        root.dataset.xmax = String(Math.round(u.scales.x.max ?? 0));
+      },
+    ],
+  };
+}
+
+export function xRange(group: ChartGroup): uPlot.Range.Function {
+  return (_u, dataMin, dataMax) => {
+    const shown = group.visible();
+    if (shown) return [shown.start, shown.end];
+    return dataMin === dataMax ? [dataMin - 1, dataMax + 1] : [dataMin, dataMax];
+  };
+}
+
+export class EnvelopeChart implements GroupMember {
+  readonly card: Card;
+  ready = false;
+  private plot: uPlot | null = null;
+  private inflight: AbortController | null = null;
+  private nonfinite: number[] = [];
+  private readonly resize: ResizeObserver;
+
+  constructor(
+    private readonly options: EnvelopeOptions,
+    private readonly group: ChartGroup,
+  ) {
+    this.card = chartCard(options.id, options.titleKey, options.tag, options.wide);
+    this.resize = new ResizeObserver(() => {
+      if (this.plot) this.plot.setSize({width: this.card.body.clientWidth, height: this.height()});
+    });
+    this.resize.observe(this.card.body);
+    group.add(this);
+  }
+
+  private height(): number {
+    return this.options.height ?? 170;
+  }
+
+  applyRange(range: Range): void {
+    this.plot?.setScale('x', {min: range.start, max: range.end});
+  }
+
+  redraw(): void {
+    this.plot?.redraw(false, false);
+  }
+
+  async reload(): Promise<void> {
+    this.inflight?.abort();
+    const controller = new AbortController();
+    this.inflight = controller;
+    this.ready = false;
+    this.card.root.dataset.state = 'loading';
+    try {
+      const width = plotWidth(this.card.body);
+      const data = await api.series(this.options.run, this.options.tag, width, this.group.zoom, controller.signal);
+      if (controller.signal.aborted) return;
+      this.show(data);
+    } catch (error) {
+      if (isAbort(error)) return;
+      this.plot?.destroy();
+      this.plot = null;
+      const missing = error instanceof HttpError && error.status === 404;
+      this.card.setState(missing ? 'empty' : 'error', missing ? 'notLogged' : 'loadFailed', {error: String((error as Error).message)});
+      this.ready = true;
+      this.group.memberReady();
+    }
+  }
+
+  private show(data: SeriesResponse): void {
+    const positive = (v: number | null) => (v !== null && v > 0 ? v : null);
+    const fix = this.options.log ? (values: (number | null)[]) => values.map(positive) : (values: (number | null)[]) => values;
+    const table: uPlot.AlignedData = [data.steps, fix(data.mean), fix(data.min), fix(data.max)];
+    this.nonfinite = data.nonfinite.map((p) => p.step);
+    this.card.root.dataset.points = String(data.total_points);
+    this.card.root.dataset.buckets = String(data.steps.length);
+    if (data.steps.length === 0 && data.nonfinite.length === 0) {
+      this.card.setState('empty', 'noData');
+    } else {
+      this.card.setState('loading');
+    }
+    if (!this.plot) {
+      this.plot = new uPlot(this.plotOptions(), table, this.card.body);
+    } else {
+      this.plot.setData(table, true);
+    }
+  }
+
+  private plotOptions(): uPlot.Options {
+    const color = this.options.color ?? '#1a73e8';
+    const group = this.group;
+    return {
+      width: this.card.body.clientWidth || 600,
+      height: this.height(),
+      cursor: groupCursor(group),
+      legend: {show: true, live: true},
+      scales: {
+        x: {time: false, range: xRange(group)},
+        y: this.options.log ? {distr: 3} : {},
+      },
+      axes: [
+        {values: stepAxisValues, size: 30, gap: 2},
+        {values: valueAxisValues, size: 56, gap: 2},
+      ],
+      series: [
+        {label: t('step'), value: (_u, v) => formatStep(v)},
+        {label: t('mean'), stroke: color, width: 1.5, value: (_u, v) => formatNumber(v)},
+        {label: t('min'), stroke: `${color}66`, width: 1, value: (_u, v) => formatNumber(v)},
+        {label: t('max'), stroke: `${color}66`, width: 1, value: (_u, v) => formatNumber(v)},
+      ],
+      bands: [{series: [3, 2], fill: `${color}22`}],
+      hooks: {
+        ...groupHooks(group, this.card.root),
+        draw: [(u: uPlot) => this.afterDraw(u)],
+      },
+    };
+  }
+
+  private afterDraw(u: uPlot): void {
+    drawMarkers(u, this.options.markers?.() ?? []);
+    drawNonfinite(u, this.nonfinite);
+    if (this.card.root.dataset.state === 'loading') this.card.setState('ready');
+    if (!this.ready) {
+      this.ready = true;
+      this.group.memberReady();
+    }
+  }
+
+  destroy(): void {
+    this.inflight?.abort();
+    this.resize.disconnect();
+    this.plot?.destroy();
+    this.plot = null;
+  }
+}
+
+/** Vertical lines (or shaded spans) at finding steps, coloured by severity. */
+export function drawMarkers(u: uPlot, markers: Marker[]): void {
+  if (!markers.length) return;
+  const {ctx, bbox} = u;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(bbox.left, bbox.top, bbox.width, bbox.height);
+  ctx.clip();
+  for (const marker of markers) {
+    const color = SEVERITY_COLORS[marker.severity] ?? SEVERITY_COLORS.info;
+    const x0 = u.valToPos(marker.step, 'x', true);
+    if (marker.endStep !== undefined && marker.endStep > marker.step) {
+      const x1 = u.valToPos(marker.endStep, 'x', true);
+      ctx.fillStyle = `${color}${marker.active ? '40' : '1f'}`;
+      ctx.fillRect(x0, bbox.top, Math.max(1, x1 - x0), bbox.height);
+    }
+    ctx.strokeStyle = color;
+    ctx.lineWidth = (marker.active ? 2.5 : 1.2) * devicePixelRatio;
+    ctx.setLineDash(marker.active ? [] : [4 * devicePixelRatio, 3 * devicePixelRatio]);
+    ctx.beginPath();
+    ctx.moveTo(x0, bbox.top);
+    ctx.lineTo(x0, bbox.top + bbox.height);
+    ctx.stroke();
+  }
+  ctx.restore();
+}
+
+/** Small red triangles along the top edge at steps whose value was NaN or Inf. */
+export function drawNonfinite(u: uPlot, steps: number[]): void {
+  if (!steps.length) return;
+  const {ctx, bbox} = u;
+  const size = 5 * devicePixelRatio;
+  ctx.save();
+  ctx.fillStyle = NONFINITE_COLOR;
+  for (const step of steps) {
+    const x = u.valToPos(step, 'x', true);
+    if (x < bbox.left - 1 || x > bbox.left + bbox.width + 1) continue;
+    ctx.beginPath();
+    ctx.moveTo(x - size, bbox.top);
+    ctx.lineTo(x + size, bbox.top);
+    ctx.lineTo(x, bbox.top + size * 1.6);
+    ctx.closePath();
+    ctx.fill();
+  }
+  ctx.restore();
+}

@@ -1,0 +1,79 @@
+// The findings list of one run: severity, kind, step range, message, evidence and advice.
+// Clicking a finding asks the run view to zoom every chart to it.
+
+import type {Finding} from './api';
+import {el} from './dom';
+import {formatEvidence, formatStep} from './format';
+import {bindText, label, t} from './i18n';
+
+export function findingKey(finding: Finding): string {
+  return `${finding.kind}@${finding.step}:${finding.tag}`;
+}
+
+function adviceOf(finding: Finding): string | null {
+  if (typeof finding.advice === 'string') return finding.advice;
+  const fromEvidence = finding.evidence?.advice;
+  return typeof fromEvidence === 'string' ? fromEvidence : null;
+}
+
+function stepText(finding: Finding): string {
+  if (finding.end_step !== undefined && finding.end_step !== finding.step) {
+    return t('steps', {from: formatStep(finding.step), to: formatStep(finding.end_step)});
+  }
+  return `${t('step')} ${formatStep(finding.step)}`;
+}
+
+function evidenceList(evidence: Record<string, unknown>): HTMLElement | null {
+  const entries = Object.entries(evidence).filter(([name]) => name !== 'advice');
+  if (!entries.length) return null;
+  return el(
+    'dl',
+    {class: 'evidence'},
+    entries.flatMap(([name, value]) => [el('dt', {text: name}), el('dd', {text: formatEvidence(value)})]),
+  );
+}
+
+export function renderFindings(
+  container: HTMLElement,
+  findings: Finding[],
+  activeKey: string | null,
+  onSelect: (finding: Finding) => void,
+): void {
+  const scroll = container.scrollTop;
+  if (!findings.length) {
+    container.replaceChildren(bindText(el('p', {class: 'empty'}), 'noFindings'));
+    return;
+  }
+  const items = findings.map((finding) => {
+    const advice = adviceOf(finding);
+    const key = findingKey(finding);
+    const item = el(
+      'li',
+      {
+        class: `finding sev-${finding.severity}${key === activeKey ? ' active' : ''}`,
+        data: {key, step: String(finding.step), kind: finding.kind},
+        attrs: {tabindex: '0', role: 'button'},
+        on: {
+          click: () => onSelect(finding),
+          keydown: (event) => {
+            if (event.key === 'Enter' || event.key === ' ') onSelect(finding);
+          },
+        },
+      },
+      [
+        el('div', {class: 'finding-head'}, [
+          el('span', {class: `badge sev-${finding.severity}`, text: label('severity', finding.severity)}),
+          el('span', {class: 'finding-kind', text: label('kind', finding.kind)}),
+          el('span', {class: 'finding-steps', text: stepText(finding)}),
+        ]),
+        el('p', {class: 'finding-message', text: finding.message}),
+        finding.tag ? el('div', {class: 'finding-tag', text: finding.tag}) : null,
+        finding.evidence ? evidenceList(finding.evidence) : null,
+        advice ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}: `}), advice]) : null,
+      ],
+    );
+    return item;
+  });
+  container.replaceChildren(el('ol', {class: 'findings'}, items));
+  container.scrollTop = scroll;
+}

@@ -1,0 +1,229 @@
+// Per-layer gradient norms as a heatmap: layers by depth (top = first layer) against step, colour
+// on a log scale, so vanishing (dark early layers) or exploding (bright columns) gradients show
+// at a glance. Drawn by a uPlot draw hook so it shares the step axis, cursor and zoom.
+
+import uPlot from 'uplot';
+
+import {api, HttpError, isAbort, type HeatmapResponse, type Range} from './api';
+import {chartCard, type Card} from './card';
+import type {ChartGroup, GroupMember} from './chartGroup';
+import {groupCursor, groupHooks, plotWidth, stepAxisValues, xRange} from './charts';
+import {rampColor, rampGradientCss} from './colors';
+import {el} from './dom';
+import {formatNumber, formatStep} from './format';
+import {bindText} from './i18n';
+
+const ROW_PX = 9;
+const MIN_HEIGHT = 140;
+const MAX_HEIGHT = 420;
+
+/** `model.layers.3.attention.wq.weight` -> `layers.3.attention.wq` (enough to tell rows apart). */
+export function shortLayerName(name: string): string {
+  return name.replace(/^(model|network|backbone|_backbone)\./, '').replace(/\.(weight|bias)$/, (m) => (m === '.bias' ? '.b' : ''));
+}
+
+export class GradientHeatmap implements GroupMember {
+  readonly card: Card;
+  ready = false;
+  private plot: uPlot | null = null;
+  private data: HeatmapResponse | null = null;
+  private logMin = 0;
+  private logMax = 1;
+  private inflight: AbortController | null = null;
+  private readonly legendLow = el('span', {class: 'ramp-label'});
+  private readonly legendHigh = el('span', {class: 'ramp-label'});
+  private readonly hover = el('span', {class: 'heatmap-hover'});
+  private readonly layerCount = el('span', {class: 'ramp-label'});
+  private readonly resize: ResizeObserver;
+
+  constructor(
+    private readonly run: string,
+    private readonly group: ChartGroup,
+  ) {
+    this.card = chartCard('heatmap', 'chartHeatmap', 'grad_norm/*', true);
+    const ramp = el('span', {class: 'ramp'});
+    ramp.style.backgroundImage = rampGradientCss();
+    this.card.root.querySelector('header')?.append(
+      el('span', {class: 'ramp-legend'}, [this.layerCount, this.legendLow, ramp, this.legendHigh]),
+    );
+    this.card.root.append(el('div', {class: 'heatmap-footer'}, [this.hover]));
+    this.resize = new ResizeObserver(() => {
+      if (this.plot) this.plot.setSize({width: this.card.body.clientWidth, height: this.height()});
+    });
+    this.resize.observe(this.card.body);
+    group.add(this);
+  }
+
+  private height(): number {
+    const rows = this.data?.layers.length ?? 0;
+    return Math.max(MIN_HEIGHT, Math.min(MAX_HEIGHT, rows * ROW_PX + 40));
+  }
+
+  applyRange(range: Range): void {
+    this.plot?.setScale('x', {min: range.start, max: range.end});
+  }
+
+  async reload(): Promise<void> {
+    this.inflight?.abort();
+    const controller = new AbortController();
+    this.inflight = controller;
+    this.ready = false;
+    this.card.root.dataset.state = 'loading';
+    try {
+      const width = Math.min(600, plotWidth(this.card.body));
+      const data = await api.heatmap(this.run, width, this.group.zoom, controller.signal);
+      if (controller.signal.aborted) return;
+      this.show(data);
+    } catch (error) {
+      if (isAbort(error)) return;
+      this.plot?.destroy();
+      this.plot = null;
+      const missing = error instanceof HttpError && error.status === 404;
+      this.card.setState(missing ? 'empty' : 'error', missing ? 'notLogged' : 'loadFailed', {error: String((error as Error).message)});
+      this.ready = true;
+      this.group.memberReady();
+    }
+  }
+
+  private show(data: HeatmapResponse): void {
+    const heightBefore = this.height();
+    this.data = data;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const row of data.values) {
+      for (const v of row) {
+        if (v !== null && v > 0) {
+          const lv = Math.log10(v);
+          if (lv < lo) lo = lv;
+          if (lv > hi) hi = lv;
+        }
+      }
+    }
+    if (!Number.isFinite(lo)) [lo, hi] = [0, 1];
+    if (hi - lo < 1e-9) hi = lo + 1;
+    [this.logMin, this.logMax] = [lo, hi];
+    this.legendLow.textContent = formatNumber(10 ** lo);
+    this.legendHigh.textContent = formatNumber(10 ** hi);
+    bindText(this.layerCount, 'layers', {n: data.layers.length});
+    this.card.root.dataset.layers = String(data.layers.length);
+    this.card.root.dataset.buckets = String(data.steps.length);
+    if (!data.layers.length || !data.steps.length) {
+      this.card.setState('empty', 'noData');
+    } else {
+      this.card.setState('loading');
+    }
+    const table: uPlot.AlignedData = [data.steps, data.steps.map(() => null)];
+    if (!this.plot) {
+      this.plot = new uPlot(this.plotOptions(), table, this.card.body);
+    } else {
+      if (heightBefore !== this.height()) this.plot.setSize({width: this.card.body.clientWidth, height: this.height()});
+      this.plot.setData(table, true);
+    }
+  }
+
+  private plotOptions(): uPlot.Options {
+    const group = this.group;
+    return {
+      width: this.card.body.clientWidth || 600,
+      height: this.height(),
+      cursor: {...groupCursor(group), points: {show: false}},
+      legend: {show: false},
+      scales: {
+        x: {time: false, range: xRange(group)},
+        layer: {auto: false, range: () => [0, Math.max(1, this.data?.layers.length ?? 1)]},
+      },
+      axes: [
+        {values: stepAxisValues, size: 30, gap: 2},
+        {
+          scale: 'layer',
+          size: 150,
+          gap: 2,
+          splits: () => this.layerSplits(),
+          values: (_u, splits) => splits.map((s) => this.layerLabel(s)),
+        },
+      ],
+      series: [{}, {scale: 'layer', show: true, stroke: 'transparent', points: {show: false}}],
+      hooks: {
+        ...groupHooks(group, this.card.root),
+        draw: [(u: uPlot) => this.drawCells(u)],
+        setCursor: [(u: uPlot) => this.describeCursor(u)],
+      },
+    };
+  }
+
+  /** Row centres to label: every row when they fit, else evenly thinned. */
+  private layerSplits(): number[] {
+    const n = this.data?.layers.length ?? 0;
+    const every = Math.max(1, Math.ceil((n * 11) / Math.max(1, this.height() - 40)));
+    const splits: number[] = [];
+    for (let i = 0; i < n; i += every) splits.push(n - i - 0.5);
+    return splits;
+  }
+
+  private layerLabel(split: number): string {
+    const layers = this.data?.layers ?? [];
+    const index = layers.length - Math.round(split + 0.5);
+    const name = layers[index];
+    if (name === undefined) return '';
+    const short = shortLayerName(name);
+    return short.length > 24 ? `…${short.slice(-23)}` : short;
+  }
+
+  private drawCells(u: uPlot): void {
+    const data = this.data;
+    if (data && data.steps.length && data.layers.length) {
+      const {ctx, bbox} = u;
+      const n = data.layers.length;
+      const span = this.logMax - this.logMin;
+      const last = data.end_step ?? data.steps[data.steps.length - 1] + 1;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(bbox.left, bbox.top, bbox.width, bbox.height);
+      ctx.clip();
+      for (let j = 0; j < data.steps.length; j++) {
+        const x0 = u.valToPos(data.steps[j], 'x', true);
+        const x1 = u.valToPos(j + 1 < data.steps.length ? data.steps[j + 1] : last, 'x', true);
+        if (x1 < bbox.left || x0 > bbox.left + bbox.width) continue;
+        const w = Math.max(1, x1 - x0 + 0.5);
+        for (let i = 0; i < n; i++) {
+          const v = data.values[i][j];
+          if (v === null || !(v > 0)) continue;
+          const y0 = u.valToPos(n - i, 'layer', true);
+          const y1 = u.valToPos(n - i - 1, 'layer', true);
+          ctx.fillStyle = rampColor((Math.log10(v) - this.logMin) / span);
+          ctx.fillRect(x0, y0, w, Math.max(1, y1 - y0 + 0.5));
+        }
+      }
+      ctx.restore();
+    }
+    if (this.card.root.dataset.state === 'loading') this.card.setState('ready');
+    if (!this.ready) {
+      this.ready = true;
+      this.group.memberReady();
+    }
+  }
+
+  private describeCursor(u: uPlot): void {
+    const data = this.data;
+    const {left, top, idx} = u.cursor;
+    if (!data || left === undefined || top === undefined || left < 0 || idx === null || idx === undefined) {
+      this.hover.textContent = '';
+      return;
+    }
+    const n = data.layers.length;
+    const row = n - 1 - Math.floor(u.posToVal(top, 'layer'));
+    if (row < 0 || row >= n) {
+      this.hover.textContent = `${formatStep(data.steps[idx])}`;
+      return;
+    }
+    const value = data.values[row]?.[idx];
+    this.hover.textContent = `${data.layers[row]} @ ${formatStep(data.steps[idx])}: ${formatNumber(value)}`;
+  }
+
+  destroy(): void {
+    this.inflight?.abort();
+    this.resize.disconnect();
+    this.plot?.destroy();
+    this.plot = null;
+  }
+}

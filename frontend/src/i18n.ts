@@ -1,0 +1,257 @@
+// English and Chinese strings. The language follows the browser unless the user picked one
+// with the switch; the choice is remembered in localStorage.
+
+export type Lang = 'en' | 'zh';
+const STORAGE_KEY = 'tb-health.lang';
+
+const EN = {
+  title: 'Training health',
+  overview: 'Overview',
+  run: 'Run',
+  compare: 'Compare',
+  refreshing: 'Refreshing…',
+  updated: 'Updated {age}',
+  loading: 'Loading…',
+  loadFailed: 'Could not load: {error}',
+  noRuns: 'No runs found in the log directory.',
+  noMatch: 'No run matches the filters.',
+  filterName: 'Filter runs by name',
+  allStatuses: 'All statuses',
+  allKinds: 'All kinds',
+  colRun: 'Run',
+  colStatus: 'Status',
+  colCounts: 'Findings',
+  colWorst: 'Worst finding',
+  colLastStep: 'Last step',
+  colUpdated: 'Last update',
+  colSignals: 'Series',
+  compareSelected: 'Compare selected ({n})',
+  selectForCompare: 'Select for comparison',
+  job: 'Job {name}',
+  ranks: '{n} ranks',
+  findings: 'Findings',
+  noFindings: 'No findings: this run looks healthy.',
+  noData: 'No data logged yet.',
+  step: 'Step',
+  steps: 'Steps {from}–{to}',
+  evidence: 'Evidence',
+  advice: 'Advice',
+  resetZoom: 'Reset zoom',
+  chartLoss: 'Loss',
+  chartLr: 'Learning rate',
+  chartGradNorm: 'Global gradient norm (log)',
+  chartLossScale: 'Loss scale (log)',
+  chartThroughput: 'Throughput (samples/s)',
+  chartStepTime: 'Step time (ms)',
+  chartHeatmap: 'Per-layer gradient norm (log colour)',
+  notLogged: 'Not logged in this run.',
+  layers: '{n} layers',
+  mean: 'mean',
+  min: 'min',
+  max: 'max',
+  nonfinite: 'non-finite',
+  pickRun: 'Choose a run in the overview.',
+  pickRuns: 'Select two or more runs in the overview (tick the boxes), then open Compare.',
+  finalLoss: 'Final loss',
+  bestLoss: 'Best loss',
+  best: 'best',
+  bestHint: 'Best: lowest final loss among runs without critical findings.',
+  open: 'Open',
+  secondsAgo: '{n} s ago',
+  minutesAgo: '{n} min ago',
+  hoursAgo: '{n} h ago',
+  daysAgo: '{n} d ago',
+  'status.healthy': 'healthy',
+  'status.warning': 'warning',
+  'status.critical': 'critical',
+  'status.no_data': 'no data',
+  'severity.info': 'info',
+  'severity.warning': 'warning',
+  'severity.critical': 'critical',
+  'kind.nonfinite': 'NaN / Inf',
+  'kind.divergence': 'divergence',
+  'kind.loss_spike': 'loss spike',
+  'kind.exploding_gradients': 'exploding gradients',
+  'kind.vanishing_gradients': 'vanishing gradients',
+  'kind.stalled_convergence': 'stalled convergence',
+  'kind.lr_schedule': 'learning-rate schedule',
+  'kind.loss_scale': 'loss scale',
+  'kind.throughput': 'throughput',
+  'kind.overfitting': 'overfitting',
+  'kind.check_error': 'check error',
+  'signal.loss': 'loss',
+  'signal.lr': 'learning rate',
+  'signal.grad_norm': 'gradient norm',
+  'signal.loss_scale': 'loss scale',
+  'signal.overflow': 'overflow',
+  'signal.step_time_ms': 'step time',
+  'signal.step_time_s': 'step time',
+  'signal.throughput': 'throughput',
+  'signal.eval_loss': 'eval loss',
+  'signal.loss_max': 'loss max',
+  'signal.loss_min': 'loss min',
+  'signal.grad_norm_max': 'grad norm max',
+  'signal.nonfinite_count': 'non-finite count',
+  'signal.param_grad_norm': 'per-layer grad norm',
+};
+
+type Key = keyof typeof EN;
+
+const ZH: Record<Key, string> = {
+  title: '训练健康',
+  overview: '总览',
+  run: '运行',
+  compare: '对比',
+  refreshing: '刷新中…',
+  updated: '更新于 {age}',
+  loading: '加载中…',
+  loadFailed: '加载失败：{error}',
+  noRuns: '日志目录中没有运行。',
+  noMatch: '没有符合筛选条件的运行。',
+  filterName: '按名称筛选运行',
+  allStatuses: '全部状态',
+  allKinds: '全部类型',
+  colRun: '运行',
+  colStatus: '状态',
+  colCounts: '发现',
+  colWorst: '最严重的问题',
+  colLastStep: '最后一步',
+  colUpdated: '最后更新',
+  colSignals: '序列',
+  compareSelected: '对比所选（{n}）',
+  selectForCompare: '选中以对比',
+  job: '作业 {name}',
+  ranks: '{n} 个 rank',
+  findings: '发现的问题',
+  noFindings: '没有发现问题：此运行看起来健康。',
+  noData: '尚无数据。',
+  step: '步',
+  steps: '第 {from}–{to} 步',
+  evidence: '证据',
+  advice: '建议',
+  resetZoom: '重置缩放',
+  chartLoss: '损失',
+  chartLr: '学习率',
+  chartGradNorm: '全局梯度范数（对数）',
+  chartLossScale: '损失缩放（对数）',
+  chartThroughput: '吞吐量（样本/秒）',
+  chartStepTime: '单步耗时（毫秒）',
+  chartHeatmap: '逐层梯度范数（对数色标）',
+  notLogged: '此运行未记录。',
+  layers: '{n} 层',
+  mean: '均值',
+  min: '最小',
+  max: '最大',
+  nonfinite: '非有限值',
+  pickRun: '请在总览中选择一个运行。',
+  pickRuns: '请在总览中勾选两个或更多运行，然后打开对比。',
+  finalLoss: '最终损失',
+  bestLoss: '最低损失',
+  best: '最优',
+  bestHint: '最优：无严重问题的运行中最终损失最低者。',
+  open: '打开',
+  secondsAgo: '{n} 秒前',
+  minutesAgo: '{n} 分钟前',
+  hoursAgo: '{n} 小时前',
+  daysAgo: '{n} 天前',
+  'status.healthy': '健康',
+  'status.warning': '警告',
+  'status.critical': '严重',
+  'status.no_data': '无数据',
+  'severity.info': '提示',
+  'severity.warning': '警告',
+  'severity.critical': '严重',
+  'kind.nonfinite': 'NaN / Inf',
+  'kind.divergence': '发散',
+  'kind.loss_spike': '损失尖峰',
+  'kind.exploding_gradients': '梯度爆炸',
+  'kind.vanishing_gradients': '梯度消失',
+  'kind.stalled_convergence': '收敛停滞',
+  'kind.lr_schedule': '学习率调度',
+  'kind.loss_scale': '损失缩放',
+  'kind.throughput': '吞吐量',
+  'kind.overfitting': '过拟合',
+  'kind.check_error': '检查出错',
+  'signal.loss': '损失',
+  'signal.lr': '学习率',
+  'signal.grad_norm': '梯度范数',
+  'signal.loss_scale': '损失缩放',
+  'signal.overflow': '溢出',
+  'signal.step_time_ms': '单步耗时',
+  'signal.step_time_s': '单步耗时',
+  'signal.throughput': '吞吐量',
+  'signal.eval_loss': '验证损失',
+  'signal.loss_max': '损失最大值',
+  'signal.loss_min': '损失最小值',
+  'signal.grad_norm_max': '梯度范数最大值',
+  'signal.nonfinite_count': '非有限值计数',
+  'signal.param_grad_norm': '逐层梯度范数',
+};
+
+const TABLES: Record<Lang, Record<string, string>> = {en: EN, zh: ZH};
+
+function browserLang(): Lang {
+  const languages = navigator.languages?.length ? navigator.languages : [navigator.language];
+  return languages.some((l) => l?.toLowerCase().startsWith('zh')) ? 'zh' : 'en';
+}
+
+function storedLang(): Lang | null {
+  try {
+    const value = localStorage.getItem(STORAGE_KEY);
+    return value === 'en' || value === 'zh' ? value : null;
+  } catch {
+    return null; // storage can be blocked; the browser language still applies
+  }
+}
+
+let current: Lang = storedLang() ?? browserLang();
+
+export function lang(): Lang {
+  return current;
+}
+
+export function setLang(next: Lang): void {
+  current = next;
+  try {
+    localStorage.setItem(STORAGE_KEY, next);
+  } catch {
+    // not persisted; the switch still works for this page
+  }
+  document.documentElement.lang = next === 'zh' ? 'zh-CN' : 'en';
+}
+
+/** The string for `key` in the current language, `{name}` placeholders filled from `params`. */
+export function t(key: Key | string, params: Record<string, string | number> = {}): string {
+  const template = TABLES[current][key] ?? EN[key as Key] ?? key;
+  return template.replace(/\{(\w+)\}/g, (_, name: string) => String(params[name] ?? ''));
+}
+
+/** A translated label for a finding kind, status, severity or signal, falling back to the raw id. */
+export function label(group: 'kind' | 'status' | 'severity' | 'signal', id: string): string {
+  const key = `${group}.${id}`;
+  return TABLES[current][key] ?? EN[key as Key] ?? id.replace(/_/g, ' ');
+}
+
+export function relativeAge(seconds: number | null): string {
+  if (seconds === null) return '—';
+  if (seconds < 90) return t('secondsAgo', {n: Math.round(seconds)});
+  if (seconds < 5400) return t('minutesAgo', {n: Math.round(seconds / 60)});
+  if (seconds < 172800) return t('hoursAgo', {n: Math.round(seconds / 3600)});
+  return t('daysAgo', {n: Math.round(seconds / 86400)});
+}
+
+/** Sets a node's text from a translation key and remembers the key so `relabel` can redo it. */
+export function bindText<T extends HTMLElement>(node: T, key: Key | string, params: Record<string, string | number> = {}): T {
+  node.dataset.i18n = key;
+  node.dataset.i18nParams = JSON.stringify(params);
+  node.textContent = t(key, params);
+  return node;
+}
+
+/** Re-translates every node under `root` that was labelled with `bindText`. */
+export function relabel(root: ParentNode): void {
+  for (const node of root.querySelectorAll<HTMLElement>('[data-i18n]')) {
+    const params = JSON.parse(node.dataset.i18nParams ?? '{}') as Record<string, string | number>;
+    node.textContent = t(node.dataset.i18n as string, params);
+  }
+}

@@ -1,0 +1,306 @@
+// Every run with its verdict, finding counts, worst finding, last step and last update:
+// sortable, filterable by status, kind and name, with the ranks of one job grouped.
+
+import type {RunSummary, Severity} from './api';
+import {el} from './dom';
+import {ageSeconds, formatStep} from './format';
+import {bindText, label, relativeAge, t} from './i18n';
+import type {AppState, SortKey} from './state';
+
+const STATUS_RANK: Record<string, number> = {no_data: 0, healthy: 1, warning: 2, critical: 3};
+const SEVERITY_RANK: Record<string, number> = {info: 0, warning: 1, critical: 2};
+const STATUSES = ['critical', 'warning', 'healthy', 'no_data'];
+
+interface Entry {
+  job: string | null; // null for a run outside any job
+  members: RunSummary[];
+  aggregate: RunSummary;
+}
+
+export interface OverviewActions {
+  openRun(run: string): void;
+  openCompare(): void;
+  changed(): void;
+}
+
+function worstOf(runs: RunSummary[]): RunSummary['worst'] {
+  let worst: RunSummary['worst'] = null;
+  for (const run of runs) {
+    if (run.worst && (!worst || SEVERITY_RANK[run.worst.severity] > SEVERITY_RANK[worst.severity])) worst = run.worst;
+  }
+  return worst;
+}
+
+function aggregateJob(job: string, members: RunSummary[]): RunSummary {
+  const counts = {info: 0, warning: 0, critical: 0} as Record<Severity, number>;
+  for (const m of members) for (const s of ['info', 'warning', 'critical'] as Severity[]) counts[s] += m.counts?.[s] ?? 0;
+  const status = members.reduce((a, m) => (STATUS_RANK[m.status] > STATUS_RANK[a] ? m.status : a), 'no_data' as RunSummary['status']);
+  const lasts = members.map((m) => m.steps?.last).filter((s): s is number => s !== undefined);
+  const firsts = members.map((m) => m.steps?.first).filter((s): s is number => s !== undefined);
+  const updates = members.map((m) => m.last_update).filter((u): u is number => u !== null && u !== undefined);
+  return {
+    run: job,
+    job,
+    status,
+    counts,
+    worst: worstOf(members),
+    kinds: [...new Set(members.flatMap((m) => m.kinds ?? []))],
+    steps: lasts.length ? {first: Math.min(...firsts), last: Math.max(...lasts)} : null,
+    last_update: updates.length ? Math.max(...updates) : null,
+    signals: {},
+  };
+}
+
+function sortValue(run: RunSummary, key: SortKey): number | string {
+  switch (key) {
+    case 'run':
+      return run.run.toLowerCase();
+    case 'status':
+      return STATUS_RANK[run.status] ?? 0;
+    case 'counts':
+      return (run.counts?.critical ?? 0) * 1e12 + (run.counts?.warning ?? 0) * 1e6 + (run.counts?.info ?? 0);
+    case 'worst':
+      return run.worst ? SEVERITY_RANK[run.worst.severity] * 1e12 - run.worst.step : -1;
+    case 'last_step':
+      return run.steps?.last ?? -1;
+    case 'last_update':
+      return run.last_update ?? -1;
+  }
+}
+
+function compareBy(key: SortKey, descending: boolean) {
+  return (a: RunSummary, b: RunSummary): number => {
+    const [va, vb] = [sortValue(a, key), sortValue(b, key)];
+    const order = va < vb ? -1 : va > vb ? 1 : a.run.localeCompare(b.run);
+    return descending ? -order : order;
+  };
+}
+
+export class Overview {
+  readonly root: HTMLElement;
+  private runs: RunSummary[] = [];
+  private readonly tbody = el('tbody');
+  private readonly statusSelect = el('select', {class: 'input', attrs: {'aria-label': 'status'}});
+  private readonly kindSelect = el('select', {class: 'input', attrs: {'aria-label': 'kind'}});
+  private readonly nameInput = el('input', {class: 'input name-filter', attrs: {type: 'search'}});
+  private readonly compareButton = el('button', {class: 'btn primary', attrs: {type: 'button'}});
+  private readonly message = el('p', {class: 'empty'});
+  private readonly headCells = new Map<SortKey, HTMLElement>();
+
+  constructor(
+    private readonly state: AppState,
+    private readonly actions: OverviewActions,
+  ) {
+    this.nameInput.value = state.filters.name;
+    this.nameInput.addEventListener('input', () => {
+      state.filters.name = this.nameInput.value;
+      this.renderRows();
+    });
+    this.statusSelect.addEventListener('change', () => {
+      state.filters.status = this.statusSelect.value;
+      this.renderRows();
+    });
+    this.kindSelect.addEventListener('change', () => {
+      state.filters.kind = this.kindSelect.value;
+      this.renderRows();
+    });
+    this.compareButton.addEventListener('click', () => actions.openCompare());
+    const head = el('tr', {}, [
+      el('th', {class: 'col-check'}),
+      this.sortHeader('run', 'colRun'),
+      this.sortHeader('status', 'colStatus'),
+      this.sortHeader('counts', 'colCounts'),
+      this.sortHeader('worst', 'colWorst'),
+      this.sortHeader('last_step', 'colLastStep', 'num'),
+      this.sortHeader('last_update', 'colUpdated', 'num'),
+    ]);
+    this.root = el('div', {class: 'overview'}, [
+      el('div', {class: 'toolbar'}, [this.nameInput, this.statusSelect, this.kindSelect, el('span', {class: 'spacer'}), this.compareButton]),
+      el('table', {class: 'runs-table'}, [el('thead', {}, [head]), this.tbody]),
+      this.message,
+    ]);
+    this.relabel();
+  }
+
+  private sortHeader(key: SortKey, labelKey: string, extra = ''): HTMLElement {
+    const cell = el('th', {class: `sortable ${extra}`, data: {sort: key}, attrs: {tabindex: '0'}});
+    const toggle = () => {
+      const sort = this.state.sort;
+      if (sort.key === key) sort.descending = !sort.descending;
+      else {
+        sort.key = key;
+        sort.descending = key !== 'run';
+      }
+      this.renderRows();
+    };
+    cell.addEventListener('click', toggle);
+    cell.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') toggle();
+    });
+    cell.append(bindText(el('span'), labelKey), el('span', {class: 'sort-mark'}));
+    this.headCells.set(key, cell);
+    return cell;
+  }
+
+  update(runs: RunSummary[]): void {
+    this.runs = runs;
+    const known = new Set(runs.map((r) => r.run));
+    for (const run of [...this.state.compare]) if (!known.has(run)) this.state.compare.delete(run);
+    this.renderKindOptions();
+    this.renderRows();
+  }
+
+  relabel(): void {
+    this.nameInput.placeholder = t('filterName');
+    this.renderStatusOptions();
+    this.renderKindOptions();
+    this.renderRows();
+  }
+
+  private renderStatusOptions(): void {
+    const options = [el('option', {text: t('allStatuses'), attrs: {value: ''}})];
+    for (const status of STATUSES) options.push(el('option', {text: label('status', status), attrs: {value: status}}));
+    this.statusSelect.replaceChildren(...options);
+    this.statusSelect.value = this.state.filters.status;
+  }
+
+  private renderKindOptions(): void {
+    const kinds = [...new Set(this.runs.flatMap((r) => r.kinds ?? []))].sort();
+    if (this.state.filters.kind && !kinds.includes(this.state.filters.kind)) kinds.push(this.state.filters.kind);
+    const options = [el('option', {text: t('allKinds'), attrs: {value: ''}})];
+    for (const kind of kinds) options.push(el('option', {text: label('kind', kind), attrs: {value: kind}}));
+    this.kindSelect.replaceChildren(...options);
+    this.kindSelect.value = this.state.filters.kind;
+  }
+
+  private matches(run: RunSummary): boolean {
+    const {status, kind, name} = this.state.filters;
+    if (status && run.status !== status) return false;
+    if (kind && !(run.kinds ?? []).includes(kind)) return false;
+    if (name && !run.run.toLowerCase().includes(name.toLowerCase())) return false;
+    return true;
+  }
+
+  private entries(): Entry[] {
+    const byJob = new Map<string, RunSummary[]>();
+    const entries: Entry[] = [];
+    for (const run of this.runs.filter((r) => this.matches(r))) {
+      if (run.job === null || run.job === undefined) entries.push({job: null, members: [run], aggregate: run});
+      else byJob.set(run.job, [...(byJob.get(run.job) ?? []), run]);
+    }
+    for (const [job, members] of byJob) entries.push({job, members, aggregate: aggregateJob(job, members)});
+    const order = compareBy(this.state.sort.key, this.state.sort.descending);
+    entries.sort((a, b) => order(a.aggregate, b.aggregate));
+    for (const entry of entries) entry.members.sort(order);
+    return entries;
+  }
+
+  renderRows(): void {
+    for (const [key, cell] of this.headCells) {
+      const mark = cell.querySelector('.sort-mark') as HTMLElement;
+      const active = this.state.sort.key === key;
+      mark.textContent = active ? (this.state.sort.descending ? ' ▼' : ' ▲') : '';
+      cell.setAttribute('aria-sort', active ? (this.state.sort.descending ? 'descending' : 'ascending') : 'none');
+    }
+    const rows: HTMLElement[] = [];
+    for (const entry of this.entries()) {
+      if (entry.job === null) {
+        rows.push(this.runRow(entry.aggregate, false));
+        continue;
+      }
+      const collapsed = this.state.collapsedJobs.has(entry.job);
+      rows.push(this.jobRow(entry, collapsed));
+      if (!collapsed) for (const member of entry.members) rows.push(this.runRow(member, true));
+    }
+    this.tbody.replaceChildren(...rows);
+    const n = this.state.compare.size;
+    bindText(this.compareButton, 'compareSelected', {n});
+    this.compareButton.disabled = n < 2;
+    if (!this.runs.length) bindText(this.message, 'noRuns');
+    else if (!rows.length) bindText(this.message, 'noMatch');
+    else {
+      delete this.message.dataset.i18n;
+      this.message.textContent = '';
+    }
+  }
+
+  private commonCells(run: RunSummary): HTMLElement[] {
+    const counts = run.counts ?? {info: 0, warning: 0, critical: 0};
+    const countPills = (['critical', 'warning', 'info'] as Severity[])
+      .filter((s) => counts[s] > 0)
+      .map((s) => el('span', {class: `count sev-${s}`, text: String(counts[s]), title: label('severity', s)}));
+    const worst = run.worst
+      ? el('td', {class: 'worst', title: run.worst.message}, [
+          el('span', {class: `dot sev-${run.worst.severity}`}),
+          el('span', {class: 'worst-kind', text: label('kind', run.worst.kind)}),
+          el('span', {class: 'muted', text: ` @ ${formatStep(run.worst.step)}`}),
+          el('div', {class: 'worst-message', text: run.worst.message}),
+        ])
+      : el('td', {class: 'worst muted', text: '—'});
+    const age = ageSeconds(run.last_update);
+    return [
+      el('td', {}, [el('span', {class: `badge status-${run.status}`, text: label('status', run.status)})]),
+      el('td', {class: 'counts'}, countPills.length ? countPills : [el('span', {class: 'muted', text: '0'})]),
+      worst,
+      el('td', {class: 'num', text: formatStep(run.steps?.last)}),
+      el('td', {
+        class: 'num muted',
+        text: relativeAge(age),
+        title: run.last_update ? new Date(run.last_update * 1000).toLocaleString() : '',
+      }),
+    ];
+  }
+
+  private runRow(run: RunSummary, inJob: boolean): HTMLElement {
+    const checkbox = el('input', {attrs: {type: 'checkbox', 'aria-label': t('selectForCompare')}, title: t('selectForCompare')});
+    checkbox.checked = this.state.compare.has(run.run);
+    checkbox.addEventListener('change', () => {
+      if (checkbox.checked) this.state.compare.add(run.run);
+      else this.state.compare.delete(run.run);
+      this.renderRows();
+      this.actions.changed();
+    });
+    const chips = Object.keys(run.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role), title: run.signals[role]}));
+    const name = el('a', {
+      class: 'run-link',
+      text: run.run,
+      title: run.run,
+      attrs: {href: '#', role: 'button'},
+      on: {
+        click: (event) => {
+          event.preventDefault();
+          this.actions.openRun(run.run);
+        },
+      },
+    });
+    return el('tr', {class: inJob ? 'run-row in-job' : 'run-row', data: {run: run.run, status: run.status}}, [
+      el('td', {class: 'col-check'}, [checkbox]),
+      el('td', {class: 'run-cell'}, [name, el('div', {class: 'chips'}, chips)]),
+      ...this.commonCells(run),
+    ]);
+  }
+
+  private jobRow(entry: Entry, collapsed: boolean): HTMLElement {
+    const job = entry.job as string;
+    const toggle = el('button', {
+      class: 'toggle',
+      text: collapsed ? '▸' : '▾',
+      attrs: {type: 'button', 'aria-expanded': String(!collapsed)},
+      on: {
+        click: () => {
+          if (collapsed) this.state.collapsedJobs.delete(job);
+          else this.state.collapsedJobs.add(job);
+          this.renderRows();
+        },
+      },
+    });
+    return el('tr', {class: 'job-row', data: {job}}, [
+      el('td', {class: 'col-check'}, [toggle]),
+      el('td', {class: 'run-cell'}, [
+        el('span', {class: 'job-name', text: t('job', {name: job})}),
+        el('span', {class: 'muted', text: ` · ${t('ranks', {n: entry.members.length})}`}),
+      ]),
+      ...this.commonCells(entry.aggregate),
+    ]);
+  }
+}

@@ -1,0 +1,221 @@
+// One run: its findings next to charts of loss, learning rate, gradient norm, loss scale,
+// throughput and the per-layer gradient heatmap, all on one shared, zoomable step axis.
+
+import {api, isAbort, type Finding, type Range, type RunSummary, type TagsResponse} from './api';
+import {ChartGroup} from './chartGroup';
+import {chartCard} from './card';
+import {EnvelopeChart, type Marker} from './charts';
+import {el} from './dom';
+import {findingKey, renderFindings} from './findings';
+import {formatStep} from './format';
+import {GradientHeatmap} from './heatmap';
+import {bindText, label, t} from './i18n';
+
+interface ChartPlan {
+  id: string;
+  titleKey: string;
+  roles: string[];
+  log?: boolean;
+  color: string;
+  height?: number;
+  wide?: boolean;
+  markers?: boolean;
+}
+
+const CHARTS: ChartPlan[] = [
+  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], color: '#1a73e8', height: 220, wide: true, markers: true},
+  {id: 'lr', titleKey: 'chartLr', roles: ['lr'], color: '#188038', markers: true},
+  {id: 'grad_norm', titleKey: 'chartGradNorm', roles: ['grad_norm'], color: '#a142f4', log: true, markers: true},
+  {id: 'loss_scale', titleKey: 'chartLossScale', roles: ['loss_scale'], color: '#e37400', log: true},
+  {id: 'throughput', titleKey: 'chartThroughput', roles: ['throughput', 'step_time_ms', 'step_time_s'], color: '#12858a'},
+];
+
+/** A zoom window around a finding: its span plus context on both sides. */
+export function findingWindow(finding: Finding, extent: Range | null): Range {
+  const end = finding.end_step ?? finding.step;
+  const runLength = extent ? extent.end - extent.start : 0;
+  const pad = Math.max(10, (end - finding.step) * 1.5, runLength * 0.02);
+  let start = finding.step - pad;
+  let stop = end + pad;
+  if (extent) {
+    start = Math.max(extent.start, start);
+    stop = Math.min(extent.end, stop);
+    if (!(stop > start)) [start, stop] = [extent.start, extent.end];
+  }
+  return {start, end: stop};
+}
+
+export class RunView {
+  readonly root: HTMLElement;
+  private readonly header = el('div', {class: 'run-header'});
+  private readonly findingsPane = el('div', {class: 'findings-pane'});
+  private readonly grid = el('div', {class: 'chart-grid'});
+  private readonly resetButton: HTMLButtonElement;
+  private group: ChartGroup | null = null;
+  private charts: EnvelopeChart[] = [];
+  private run: string | null = null;
+  private findings: Finding[] = [];
+  private activeKey: string | null = null;
+  private shownVersion = '';
+  private loading: AbortController | null = null;
+
+  constructor() {
+    this.resetButton = bindText(
+      el('button', {class: 'btn', attrs: {type: 'button', disabled: ''}, on: {click: () => this.group?.zoomTo(null)}}),
+      'resetZoom',
+    );
+    this.root = el('div', {class: 'run-view'}, [
+      this.header,
+      el('div', {class: 'run-body'}, [
+        el('aside', {class: 'findings-aside'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), this.findingsPane]),
+        el('div', {class: 'charts-pane'}, [this.grid]),
+      ]),
+    ]);
+  }
+
+  currentRun(): string | null {
+    return this.run;
+  }
+
+  /** Shows `run` (or refreshes it in place when its data changed); keeps zoom when refreshing. */
+  async show(summary: RunSummary): Promise<void> {
+    const version = `${summary.steps?.last}|${summary.last_update}|${summary.status}`;
+    if (summary.run === this.run) {
+      this.renderHeader(summary);
+      if (version !== this.shownVersion) {
+        this.shownVersion = version;
+        await this.refreshData(summary);
+      }
+      return;
+    }
+    this.shownVersion = version;
+    await this.open(summary);
+  }
+
+  private async open(summary: RunSummary): Promise<void> {
+    performance.clearMarks('health:open');
+    performance.clearMeasures('health:charts-drawn');
+    performance.mark('health:open');
+    delete document.body.dataset.chartsDrawnMs;
+    this.loading?.abort();
+    const controller = new AbortController();
+    this.loading = controller;
+    this.group?.destroy();
+    this.run = summary.run;
+    this.findings = [];
+    this.activeKey = null;
+    this.renderHeader(summary);
+    this.findingsPane.replaceChildren(bindText(el('p', {class: 'empty'}), 'loading'));
+    this.grid.replaceChildren();
+    const group = new ChartGroup();
+    this.group = group;
+    group.extent = summary.steps ? {start: summary.steps.first, end: summary.steps.last} : null;
+    group.onZoom((zoom) => {
+      this.resetButton.disabled = zoom === null;
+      this.root.dataset.zoom = zoom ? `${Math.round(zoom.start)}-${Math.round(zoom.end)}` : '';
+    });
+    let firstDraw = true;
+    group.onAllReady(() => {
+      if (!firstDraw) return;
+      firstDraw = false;
+      const measure = performance.measure('health:charts-drawn', 'health:open');
+      document.body.dataset.chartsDrawnMs = measure.duration.toFixed(1);
+    });
+    const report = this.loadFindings(summary.run, controller.signal);
+    try {
+      const tags = await api.tags(summary.run, controller.signal);
+      if (controller.signal.aborted) return;
+      this.buildCharts(summary.run, tags, group);
+      await Promise.all([group.reloadAll(), report]);
+    } catch (error) {
+      if (!isAbort(error)) this.grid.replaceChildren(bindText(el('p', {class: 'error'}), 'loadFailed', {error: String(error)}));
+    }
+  }
+
+  private async refreshData(summary: RunSummary): Promise<void> {
+    const group = this.group;
+    if (!group) return;
+    group.extent = summary.steps ? {start: summary.steps.first, end: summary.steps.last} : null;
+    const controller = this.loading ?? new AbortController();
+    await Promise.all([group.reloadAll(), this.loadFindings(summary.run, controller.signal)]);
+  }
+
+  private async loadFindings(run: string, signal: AbortSignal): Promise<void> {
+    try {
+      const report = await api.report(run, signal);
+      if (signal.aborted || run !== this.run) return;
+      this.findings = report.runs[0]?.findings ?? [];
+      this.renderFindingsList();
+      for (const chart of this.charts) chart.redraw();
+    } catch (error) {
+      if (!isAbort(error)) this.findingsPane.replaceChildren(bindText(el('p', {class: 'error'}), 'loadFailed', {error: String(error)}));
+    }
+  }
+
+  private renderFindingsList(): void {
+    renderFindings(this.findingsPane, this.findings, this.activeKey, (finding) => this.focusFinding(finding));
+  }
+
+  focusFinding(finding: Finding): void {
+    this.activeKey = findingKey(finding);
+    this.renderFindingsList();
+    this.group?.zoomTo(findingWindow(finding, this.group.extent));
+  }
+
+  private markers(): Marker[] {
+    return this.findings
+      .filter((f) => f.severity !== 'info' || findingKey(f) === this.activeKey)
+      .map((f) => ({step: f.step, endStep: f.end_step, severity: f.severity, active: findingKey(f) === this.activeKey}));
+  }
+
+  private buildCharts(run: string, tags: TagsResponse, group: ChartGroup): void {
+    this.charts = [];
+    for (const plan of CHARTS) {
+      const role = plan.roles.find((r) => tags.signals[r]);
+      const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? 'chartStepTime' : plan.titleKey;
+      const tag = role ? tags.signals[role] : '';
+      if (!tag) {
+        const placeholder = chartCard(plan.id, titleKey, '—', plan.wide);
+        placeholder.setState('empty', 'notLogged');
+        this.grid.append(placeholder.root);
+        continue;
+      }
+      const chart = new EnvelopeChart(
+        {
+          id: plan.id,
+          titleKey,
+          run,
+          tag,
+          log: plan.log,
+          color: plan.color,
+          height: plan.height,
+          wide: plan.wide,
+          markers: plan.markers ? () => this.markers() : undefined,
+        },
+        group,
+      );
+      this.charts.push(chart);
+      this.grid.append(chart.card.root);
+    }
+    const perLayer = tags.per_parameter?.param_grad_norm ?? {};
+    if (Object.keys(perLayer).length) {
+      this.grid.append(new GradientHeatmap(run, group).card.root);
+    }
+  }
+
+  private renderHeader(summary: RunSummary): void {
+    const signals = Object.keys(summary.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role)}));
+    this.header.replaceChildren(
+      el('h2', {class: 'run-title', text: summary.run, title: summary.run}),
+      el('span', {class: `badge status-${summary.status}`, text: label('status', summary.status)}),
+      el('span', {class: 'muted', text: summary.steps ? t('steps', {from: formatStep(summary.steps.first), to: formatStep(summary.steps.last)}) : t('noData')}),
+      el('span', {class: 'chips'}, signals),
+      el('span', {class: 'spacer'}),
+      this.resetButton,
+    );
+  }
+
+  relabel(): void {
+    this.renderFindingsList();
+  }
+}

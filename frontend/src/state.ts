@@ -1,0 +1,47 @@
+// What the user chose (view, run, comparison set, sort, filters). It lives across refreshes so
+// polling never resets a selection; the view and runs are also kept in sessionStorage so that
+// TensorBoard re-creating the iframe brings the user back where they were.
+
+export type View = 'overview' | 'run' | 'compare';
+export type SortKey = 'run' | 'status' | 'counts' | 'worst' | 'last_step' | 'last_update';
+
+export interface AppState {
+  view: View;
+  run: string | null;
+  compare: Set<string>;
+  sort: {key: SortKey; descending: boolean};
+  filters: {status: string; kind: string; name: string};
+  collapsedJobs: Set<string>;
+}
+
+const STORAGE_KEY = 'tb-health.state';
+
+export function loadState(): AppState {
+  const state: AppState = {
+    view: 'overview',
+    run: null,
+    compare: new Set(),
+    sort: {key: 'run', descending: false},
+    filters: {status: '', kind: '', name: ''},
+    collapsedJobs: new Set(),
+  };
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? 'null');
+    if (saved && typeof saved === 'object') {
+      if (['overview', 'run', 'compare'].includes(saved.view)) state.view = saved.view;
+      if (typeof saved.run === 'string') state.run = saved.run;
+      if (Array.isArray(saved.compare)) state.compare = new Set(saved.compare.filter((r: unknown) => typeof r === 'string'));
+    }
+  } catch {
+    // storage blocked or corrupt: start fresh
+  }
+  return state;
+}
+
+export function saveState(state: AppState): void {
+  try {
+    sessionStorage.setItem(STORAGE_KEY, JSON.stringify({view: state.view, run: state.run, compare: [...state.compare]}));
+  } catch {
+    // not persisted
+  }
+}
