@@ -1,0 +1,62 @@
+"""Which files under a logdir are event files, which run each belongs to, and their read order.
+
+TensorBoard's rules: a file is an event file when its name contains "tfevents" (minus the
+`.profile-empty` placeholders); a run is a folder that directly holds event files, named by its
+path relative to the logdir with `/` separators, `.` for the logdir itself. We add MindSpore's
+summary files, `events.out.events.summary.<time>.<device>.<host>_MS`; their `_lineage` siblings
+hold lineage records (hyper-parameters, final metrics), not time series, and are skipped.
+
+Files of a run are read in the order they were started: by the timestamp in their name, then by
+name, so a resumed training's later file comes after the file it resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+TFEVENTS, MINDSPORE = "tfevents", "mindspore"
+FORMATS = (TFEVENTS, MINDSPORE)
+_MINDSPORE_SUMMARY = re.compile(r"^events\.out\.events\.summary\.\d+.*_MS$")
+_START_TIME = re.compile(r"(?:tfevents|summary)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class EventFile:
+    path: str
+    format: str  # TFEVENTS or MINDSPORE
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        name = os.path.basename(self.path)
+        match = _START_TIME.search(name)
+        return (int(match.group(1)) if match else 0, name)
+
+
+def event_file_format(name: str) -> str | None:
+    """TFEVENTS, MINDSPORE or None for a file name."""
+    if "tfevents" in name:
+        return None if name.endswith(".profile-empty") else TFEVENTS
+    if _MINDSPORE_SUMMARY.match(name):
+        return MINDSPORE
+    return None
+
+
+def run_name(logdir: str, folder: str) -> str:
+    relative = os.path.relpath(folder, logdir)
+    return "." if relative == "." else relative.replace(os.sep, "/")
+
+
+def discover_runs(logdir: str, formats=FORMATS) -> dict[str, list[EventFile]]:
+    """Map each run name to its event files in read order. A missing logdir has no runs."""
+    runs: dict[str, list[EventFile]] = {}
+    for folder, _subfolders, names in os.walk(logdir):
+        files = []
+        for name in names:
+            kind = event_file_format(name)
+            if kind in formats:
+                files.append(EventFile(os.path.join(folder, name), kind))
+        if files:
+            runs[run_name(logdir, folder)] = sorted(files, key=lambda f: f.sort_key)
+    return runs

@@ -1,0 +1,242 @@
+"""`LogdirReader`: every run under a logdir, read incrementally, handed out as immutable snapshots.
+
+`refresh()` discovers runs and files and reads only the bytes appended since the last refresh
+(a partially written last record is retried next time). A run is re-read from scratch when one
+of its files vanished or shrank, or when a new file sorts before one already read (the merge
+order must not depend on when files were seen). Bad files and records are skipped and counted in
+`RunData.skipped_records`; nothing in a file makes `refresh()` raise.
+
+Threads: refreshes are serialised; `run()` and `version()` only wait for the run being read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from collections import defaultdict
+
+import numpy as np
+
+from tb_health_plugin.readers.accumulate import HistogramBuilder, ScalarBuilder, TextBuilder
+from tb_health_plugin.readers.discovery import FORMATS, MINDSPORE, EventFile, discover_runs
+from tb_health_plugin.readers.mindspore_summary import MindSporeDecoder
+from tb_health_plugin.readers.points import DecodedBatch
+from tb_health_plugin.readers.records import FRAME_BYTES, HEADER_BYTES, scan_records
+from tb_health_plugin.readers.tfevents import TfeventsDecoder
+from tb_health_plugin.series import Backtrack, RunData
+
+logger = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 16 << 20  # bytes read and decoded at a time
+_versions = itertools.count(1)
+
+
+class _FileState:
+    def __init__(self, event_file: EventFile) -> None:
+        self.file = event_file
+        self.offset = 0  # bytes consumed: everything before is decoded
+        self.resyncing = False  # looking for a valid header after a damaged one
+        self.size = 0
+
+
+class _RunState:
+    """Everything read so far for one run, and the last snapshot handed out."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.files: dict[str, _FileState] = {}
+        self.scalars: dict[str, ScalarBuilder] = {}
+        self.histograms: dict[str, HistogramBuilder] = {}
+        self.texts: dict[str, TextBuilder] = {}
+        self.backtracks: list[Backtrack] = []
+        self.skipped_records = 0
+        self.last_wall_time = 0.0
+        self.tfevents_decoder = TfeventsDecoder()
+        self.mindspore_decoder = MindSporeDecoder()
+        self.version = next(_versions)
+        self._snapshot: RunData | None = None
+
+    def touch(self) -> None:
+        self.version = next(_versions)
+        self._snapshot = None
+
+    def snapshot(self) -> RunData:
+        if self._snapshot is None:
+            self._snapshot = RunData(
+                name=self.name,
+                scalars={tag: b.snapshot() for tag, b in sorted(self.scalars.items())},
+                histograms={tag: b.snapshot() for tag, b in sorted(self.histograms.items())},
+                texts={tag: b.snapshot() for tag, b in sorted(self.texts.items())},
+                backtracks=list(self.backtracks),
+                skipped_records=self.skipped_records,
+                last_wall_time=self.last_wall_time,
+            )
+        return self._snapshot
+
+    def nbytes(self) -> int:
+        builders = [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]
+        return sum(b.nbytes() for b in builders)
+
+    def ingest(self, batch: DecodedBatch) -> None:
+        for tag, steps, wall_times, values in batch.scalars_by_tag():
+            builder = self.scalars.get(tag) or self.scalars.setdefault(tag, ScalarBuilder(tag))
+            self.backtracks.extend(builder.extend(steps, wall_times, values))
+        by_tag = defaultdict(list)
+        for point in batch.histograms:
+            by_tag[point.tag].append(point)
+        for tag, points in by_tag.items():
+            builder = self.histograms.get(tag) or self.histograms.setdefault(tag, HistogramBuilder(tag))
+            self.backtracks.extend(builder.extend(
+                [p.step for p in points], [p.wall_time for p in points], [p.buckets for p in points],
+                [p.nan_count for p in points], [p.inf_count for p in points],
+            ))
+        by_tag = defaultdict(list)
+        for point in batch.texts:
+            by_tag[point.tag].append(point)
+        for tag, points in by_tag.items():
+            builder = self.texts.get(tag) or self.texts.setdefault(tag, TextBuilder(tag))
+            self.backtracks.extend(builder.extend(
+                [p.step for p in points], [p.wall_time for p in points], [p.text for p in points]
+            ))
+        self.skipped_records += batch.undecodable
+        self.last_wall_time = max(self.last_wall_time, batch.last_wall_time)
+
+    def needs_reset(self, files: list[EventFile]) -> bool:
+        current = {f.path for f in files}
+        if any(path not in current for path in self.files):
+            return True
+        read_keys = [state.file.sort_key for state in self.files.values() if state.offset]
+        newest_read = max(read_keys) if read_keys else None
+        for event_file in files:
+            state = self.files.get(event_file.path)
+            if state is None:
+                if newest_read is not None and event_file.sort_key < newest_read:
+                    return True
+                continue
+            try:
+                if os.stat(event_file.path).st_size < state.offset:
+                    return True
+            except OSError:
+                return True
+        return False
+
+    def read_new_bytes(self, event_file: EventFile) -> bool:
+        """Read what was appended to one file; True if anything changed."""
+        state = self.files.get(event_file.path)
+        if state is None:
+            state = self.files[event_file.path] = _FileState(event_file)
+        decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
+        changed = False
+        with open(event_file.path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            while state.offset < size:
+                handle.seek(state.offset)
+                buf = handle.read(READ_CHUNK_BYTES)
+                if not buf:
+                    break
+                scan = scan_records(buf, state.resyncing)
+                if scan.consumed == 0 and not state.resyncing:
+                    needed = _whole_record_size(buf)
+                    if needed is None or needed <= len(buf) or state.offset + needed > size:
+                        break  # an incomplete record: a live writer will finish it
+                    handle.seek(state.offset)
+                    buf = handle.read(needed)
+                    scan = scan_records(buf)
+                    if scan.consumed == 0:
+                        break
+                if scan.starts.shape[0]:
+                    raw = np.frombuffer(buf, dtype=np.uint8)
+                    self.ingest(decoder.decode(buf, raw, scan.starts, scan.lengths))
+                self.skipped_records += scan.skipped
+                changed = changed or scan.consumed > 0 or scan.skipped > 0
+                state.offset += scan.consumed
+                state.resyncing = scan.resyncing
+                if scan.consumed == 0:
+                    break
+        state.size = size
+        return changed
+
+
+def _whole_record_size(buf: bytes) -> int | None:
+    if len(buf) < HEADER_BYTES:
+        return None
+    return int.from_bytes(buf[:8], "little") + FRAME_BYTES
+
+
+class LogdirReader:
+    """Reads every run under `logdir`; see the module docstring."""
+
+    def __init__(self, logdir: str | os.PathLike, formats=FORMATS) -> None:
+        self.logdir = os.fspath(logdir)
+        self.formats = tuple(formats)
+        self._runs: dict[str, _RunState] = {}
+        self._runs_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+
+    def refresh(self) -> bool:
+        """Discover runs and files and read what is new. True if any run changed."""
+        with self._refresh_lock:
+            found = discover_runs(self.logdir, self.formats)
+            with self._runs_lock:
+                changed = bool(set(self._runs) - set(found))
+                runs = {name: self._runs.get(name) for name in found}
+            for name, files in found.items():
+                run = runs[name]
+                if run is None or run.needs_reset(files):
+                    run = runs[name] = _RunState(name)
+                    changed = True
+                with run.lock:
+                    if self._read_run(run, files):
+                        run.touch()
+                        changed = True
+            with self._runs_lock:
+                self._runs = runs
+            return changed
+
+    @staticmethod
+    def _read_run(run: _RunState, files: list[EventFile]) -> bool:
+        changed = False
+        for event_file in files:
+            try:
+                changed = run.read_new_bytes(event_file) or changed
+            except Exception:  # noqa: BLE001 - a bad file must never stop the other runs
+                logger.warning("tb-health: skipping unreadable event file %s", event_file.path, exc_info=True)
+                run.skipped_records += 1
+                changed = True
+        return changed
+
+    def run_names(self) -> list[str]:
+        with self._runs_lock:
+            return sorted(self._runs)
+
+    def _state(self, name: str) -> _RunState:
+        with self._runs_lock:
+            return self._runs[name]
+
+    def run(self, name: str) -> RunData:
+        """An immutable snapshot of one run. KeyError for an unknown run."""
+        state = self._state(name)
+        with state.lock:
+            return state.snapshot()
+
+    def version(self, name: str) -> int:
+        """Changes whenever the run's data changes (a cache key)."""
+        state = self._state(name)
+        with state.lock:
+            return state.version
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the columnar buffers of every run (capacity, not just the used part)."""
+        with self._runs_lock:
+            runs = list(self._runs.values())
+        return sum(run.nbytes() for run in runs)
+
+
+def read_logdir(logdir: str | os.PathLike, formats=FORMATS) -> list[RunData]:
+    """Read every run under `logdir` once."""
+    reader = LogdirReader(logdir, formats)
+    reader.refresh()
+    return [reader.run(name) for name in reader.run_names()]

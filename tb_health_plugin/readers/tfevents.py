@@ -1,0 +1,105 @@
+"""Decode TensorBoard `Event` records (TensorBoard, tf.summary, tensorboardX, torch, MindFormers).
+
+Handled value kinds: legacy `simple_value` scalars, legacy `HistogramProto`, and tensors routed
+by their summary metadata's plugin name (`scalars`, `histograms` as `[k, 3]`, `text`). TF2
+writers put the metadata only on a tag's first value, so the plugin of each tag is remembered
+per run. Tensors without any metadata are classified by shape: one number is a scalar, `[k, 3]`
+a histogram, strings are text. Everything else (images, audio, graphs, hparams) is skipped.
+
+The common case, a `simple_value` record, is decoded without protobuf by `fast_scalars`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tensorboard.util import tensor_util
+
+from tb_health_plugin.readers import fast_scalars
+from tb_health_plugin.readers.batch import parse_events
+from tb_health_plugin.readers.points import DecodedBatch, HistogramPoint, ScalarPoints, TextPoint
+from tb_health_plugin.readers.schema import TbEventBatch
+
+SCALARS_PLUGIN, HISTOGRAMS_PLUGIN, TEXT_PLUGIN = "scalars", "histograms", "text"
+_NUMERIC_KINDS = "biuf"
+
+
+def legacy_histogram_buckets(histo) -> np.ndarray:
+    """`HistogramProto` (right edges only) as (left, right, count) rows, as TensorBoard migrates it."""
+    limits = np.asarray(histo.bucket_limit, dtype=np.float64)
+    counts = np.asarray(histo.bucket, dtype=np.float64)
+    if limits.shape[0] == 0 or counts.shape[0] != limits.shape[0]:
+        return np.zeros((0, 3), dtype=np.float64)
+    lefts = np.concatenate([[histo.min], limits[:-1]])
+    rights = np.concatenate([limits[:-1], [histo.max]])
+    return np.stack([lefts, rights, counts], axis=1)
+
+
+def _text_of(array: np.ndarray) -> str:
+    items = [item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item) for item in array.reshape(-1)]
+    return "\n".join(items)
+
+
+class TfeventsDecoder:
+    """Decodes batches of one run's tfevents records; remembers each tag's plugin across batches."""
+
+    def __init__(self) -> None:
+        self.plugin_by_tag: dict[str, str] = {}
+
+    def decode(self, buf: bytes, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
+        decoded = DecodedBatch()
+        fast = fast_scalars.decode_simple_values(raw, starts, lengths)
+        decoded.scalars.append(fast.points)
+        if fast.points.wall_times.shape[0]:
+            decoded.last_wall_time = float(fast.points.wall_times.max())
+        rest = np.flatnonzero(~fast.decoded)
+        if rest.shape[0]:
+            self._decode_with_protobuf(decoded, raw, starts[rest], lengths[rest], rest)
+        return decoded
+
+    def _decode_with_protobuf(self, decoded: DecodedBatch, raw, starts, lengths, record_ids) -> None:
+        events, decoded.undecodable = parse_events(TbEventBatch, raw, starts, lengths)
+        tags: list[str] = []
+        order: list[int] = []
+        steps: list[int] = []
+        walls: list[float] = []
+        values: list[float] = []
+        for index, event in events:
+            if not event.HasField("summary"):
+                continue
+            record, step, wall = int(record_ids[index]), event.step, event.wall_time
+            decoded.last_wall_time = max(decoded.last_wall_time, wall)
+            for value in event.summary.value:
+                kind = value.WhichOneof("value")
+                if kind == "simple_value":
+                    tags.append(value.tag)
+                    order.append(record)
+                    steps.append(step)
+                    walls.append(wall)
+                    values.append(value.simple_value)
+                elif kind == "histo":
+                    decoded.histograms.append(
+                        HistogramPoint(value.tag, record, step, wall, legacy_histogram_buckets(value.histo))
+                    )
+                elif kind == "tensor":
+                    self._decode_tensor(decoded, value, record, step, wall, (tags, order, steps, walls, values))
+        decoded.scalars.append(ScalarPoints.from_lists(tags, order, steps, walls, values))
+
+    def _decode_tensor(self, decoded: DecodedBatch, value, record: int, step: int, wall: float, scalar_lists) -> None:
+        if value.HasField("metadata") and value.metadata.plugin_data.plugin_name:
+            self.plugin_by_tag[value.tag] = value.metadata.plugin_data.plugin_name
+        plugin = self.plugin_by_tag.get(value.tag)
+        if plugin not in (None, SCALARS_PLUGIN, HISTOGRAMS_PLUGIN, TEXT_PLUGIN):
+            return
+        try:
+            array = tensor_util.make_ndarray(value.tensor)
+        except Exception:  # noqa: BLE001 - a malformed tensor is skipped like an undecodable record
+            decoded.undecodable += 1
+            return
+        is_number = array.dtype.kind in _NUMERIC_KINDS
+        if plugin == TEXT_PLUGIN or (plugin is None and array.dtype.kind in "SUO"):
+            decoded.texts.append(TextPoint(value.tag, record, step, wall, _text_of(array)))
+        elif is_number and array.size == 1 and plugin in (None, SCALARS_PLUGIN):
+            for column, item in zip(scalar_lists, (value.tag, record, step, wall, float(array.reshape(-1)[0])), strict=True):
+                column.append(item)
+        elif is_number and array.ndim == 2 and array.shape[1] == 3 and plugin in (None, HISTOGRAMS_PLUGIN):
+            decoded.histograms.append(HistogramPoint(value.tag, record, step, wall, array.astype(np.float64)))
