@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tb_health_plugin.analysis import diagnosis
 from tb_health_plugin.analysis.checks import gradients, loss, loss_scale, lr_schedule, throughput, weights

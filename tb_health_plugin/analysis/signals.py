@@ -42,7 +42,7 @@ class RunSignals:
         return self.roles.scalars.get(role, role)
 
     @classmethod
-    def from_run(cls, data: RunData, overrides: dict[str, str] | None = None) -> "RunSignals":
+    def from_run(cls, data: RunData, overrides: dict[str, str] | None = None) -> RunSignals:
         roles = resolve_roles(data.scalars.keys(), data.histograms.keys(), overrides)
         signals = cls(run=data.name, roles=roles, data=data)
         for role, tag in roles.scalars.items():

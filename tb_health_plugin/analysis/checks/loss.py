@@ -1,4 +1,119 @@
-"""Checks for the `loss` signals (see `analysis/engine.py` for the check interface)."""
+"""Checks for the loss signals: non-finite values, spikes, divergence, stalls and overfitting.
 
-RUN_CHECKS: list = []
+Thin adapters (see `analysis/engine.py` for the check interface): they pick the loss, its
+window maximum (our hooks' `train/loss_max`, which shows a one-step spike between logged
+points), the eval loss and the learning-rate schedule out of `RunSignals`, and call the pure
+detectors in `analysis/detectors/`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.divergence import loss_divergence
+from tb_health_plugin.analysis.detectors.nonfinite import nonfinite_counts, nonfinite_values
+from tb_health_plugin.analysis.detectors.overfitting import overfitting
+from tb_health_plugin.analysis.detectors.schedule import Schedule, infer_schedule
+from tb_health_plugin.analysis.detectors.spikes import loss_spikes
+from tb_health_plugin.analysis.detectors.stall import stalled_convergence
+from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.signals import RunSignals
+
+# A loss_max spike within this many logged loss intervals of a loss spike is the same event.
+SAME_SPIKE_INTERVALS = 2
+
+
+def schedule_for(signals: RunSignals) -> Schedule | None:
+    if signals.loss is None or len(signals.loss) == 0:
+        return None
+    lr = signals.lr
+    if lr is None or len(lr) < 2:
+        return infer_schedule(signals.loss.steps)
+    return infer_schedule(signals.loss.steps, lr.steps, lr.values)
+
+
+def check_nonfinite(signals: RunSignals) -> list[Finding]:
+    findings: list[Finding] = []
+    if signals.loss is not None:
+        findings += nonfinite_values(
+            signals.loss.steps, signals.loss.values, signals.tag("loss"), "training loss", always_critical=True
+        )
+    if signals.grad_norm is not None:
+        excused = None
+        if signals.overflow is not None:
+            excused = signals.overflow.steps[signals.overflow.values > 0]
+        findings += nonfinite_values(
+            signals.grad_norm.steps, signals.grad_norm.values, signals.tag("grad_norm"), "gradient norm", excused
+        )
+    for role, what in (("eval_loss", "evaluation loss"), ("lr", "learning rate")):
+        series = getattr(signals, role)
+        if series is not None:
+            findings += nonfinite_values(series.steps, series.values, signals.tag(role), what)
+    if signals.nonfinite_count is not None and not any(f.tag == signals.tag("loss") for f in findings):
+        counts = signals.nonfinite_count
+        findings += nonfinite_counts(counts.steps, counts.values, signals.tag("nonfinite_count"))
+    return findings
+
+
+def check_spikes(signals: RunSignals) -> list[Finding]:
+    schedule = schedule_for(signals)
+    if schedule is None:
+        return []
+    loss = signals.loss
+    findings = loss_spikes(loss.steps, loss.values, signals.tag("loss"), schedule)
+    if signals.loss_max is not None and len(signals.loss_max):
+        interval = float(np.median(np.diff(loss.steps))) if len(loss) > 1 else 1.0
+        seen = np.array([f.step for f in findings], dtype=np.int64)
+        window_schedule = infer_schedule(signals.loss_max.steps, *_lr_arrays(signals))
+        for finding in loss_spikes(
+            signals.loss_max.steps,
+            signals.loss_max.values,
+            signals.tag("loss_max"),
+            window_schedule,
+            what="window maximum of the loss",
+        ):
+            if seen.size and np.min(np.abs(seen - finding.step)) <= SAME_SPIKE_INTERVALS * interval:
+                continue
+            findings.append(finding)
+    return findings
+
+
+def check_loss_curve(signals: RunSignals) -> list[Finding]:
+    """Spikes, divergence and stalls of the training loss, reconciled.
+
+    Once the loss diverges, later excursions are part of the divergence, not spikes, and a run
+    that diverged is not "stalled".
+    """
+    schedule = schedule_for(signals)
+    if schedule is None:
+        return []
+    loss = signals.loss
+    divergence = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+    spikes = check_spikes(signals)
+    if divergence:
+        onset = min(f.step for f in divergence)
+        spikes = [f for f in spikes if f.step < onset]
+        return divergence + spikes
+    return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+
+
+def check_overfitting(signals: RunSignals) -> list[Finding]:
+    if signals.loss is None or signals.eval_loss is None:
+        return []
+    return overfitting(
+        signals.eval_loss.steps,
+        signals.eval_loss.values,
+        signals.loss.steps,
+        signals.loss.values,
+        signals.tag("eval_loss"),
+    )
+
+
+def _lr_arrays(signals: RunSignals) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if signals.lr is None or len(signals.lr) < 2:
+        return None, None
+    return signals.lr.steps, signals.lr.values
+
+
+RUN_CHECKS: list = [check_nonfinite, check_loss_curve, check_overfitting]
 JOB_CHECKS: list = []

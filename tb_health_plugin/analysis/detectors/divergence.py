@@ -1,0 +1,166 @@
+"""Divergence: the loss blows up, or keeps rising above the best level it reached.
+
+Method (excess over the running best, on the log of the loss):
+
+1. Smooth the log-loss with a short running median (`SMOOTH_WINDOW` = 5 points, so one- and
+   two-point spikes do not count) and take its running minimum after warm-up: the best level
+   reached so far, B(t). Before the end of warm-up the loss may rise (early bumps are normal),
+   so B starts there.
+2. The excess E(t) = smooth(t) - B(t) of a healthy run stays within the noise of the smoothed
+   curve plus the downward bias of a running minimum. The noise unit is sigma, the run's robust
+   per-point noise (1.4826 * MAD of residuals around a 17-point running median). A 5-point
+   median has standard deviation about 0.56 sigma; the running minimum of a flat curve of n
+   points sits about sqrt(2 ln n) of those below it, 2.2 sigma for n = 10^4. `Z_EXCESS` = 6
+   sigma therefore leaves a margin of more than 6 standard deviations of the smoothed curve
+   over the worst flat-run excess, for any run length up to 10^6 points.
+3. Practical floor: an excess below `MIN_RISE` = log(1.2) (20% above the best loss) is not
+   called divergence whatever the noise. Epoch boundaries and data-mixture changes move a
+   low-noise loss by a few percent, and stopping a run for that would be wrong.
+4. Divergence = an excursion with E > threshold that lasts longer than a spike
+   (`MAX_SPIKE_POINTS`) or is still open at the end of the run. Its onset is traced back on
+   the raw log-loss: the first point after the last one within 2 sigma of B before the
+   excursion, so the reported step is where the rise began, not where it became undeniable.
+   An excursion still open at the end is critical; one the run recovered from is a warning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
+from tb_health_plugin.analysis.detectors.schedule import Schedule
+from tb_health_plugin.analysis.findings import Finding
+
+SMOOTH_WINDOW = 5
+NOISE_TREND_WINDOW = 17
+Z_EXCESS = 6.0
+MIN_RISE = float(np.log(1.2))
+ONSET_Z = 2.0
+MAX_SPIKE_POINTS = 8
+MIN_POINTS = 8
+
+
+def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Smoothed log-loss, its running best after `settled_from`, and the per-point noise sigma."""
+    smooth = rolling_median(y, SMOOTH_WINDOW)
+    sigma = max(robust_sigma(y - rolling_median(y, NOISE_TREND_WINDOW)), TINY_LOG_SCALE)
+    best = np.full(y.size, np.inf)
+    best[settled_from:] = np.minimum.accumulate(smooth[settled_from:])
+    return smooth, best, sigma
+
+
+def loss_divergence(
+    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
+) -> list[Finding]:
+    """Divergence findings for one loss series; a run ending in NaN/Inf diverged too."""
+    steps = np.asarray(steps)
+    values = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(values)
+    findings: list[Finding] = []
+    nonfinite_tail_start = None
+    if values.size and not finite[-1]:
+        last_finite = np.flatnonzero(finite)
+        nonfinite_tail_start = int(last_finite[-1]) + 1 if last_finite.size else 0
+    f_steps, f_values = steps[finite], values[finite]
+    rise, rise_open = _finite_divergence(f_steps, f_values, tag, schedule, what)
+    if nonfinite_tail_start is not None:
+        nan_step = int(steps[nonfinite_tail_start])
+        onset = rise.step if rise is not None and rise_open else nan_step
+        restart = f_steps[f_steps < onset]
+        findings.append(
+            Finding(
+                kind="divergence",
+                severity="critical",
+                step=onset,
+                tag=tag,
+                message=(
+                    f"The {what} diverges and ends non-finite (from step {nan_step})"
+                    + (f"; restart from a checkpoint at or before step {int(restart[-1])} with a lower "
+                       "learning rate." if restart.size else "; check the inputs and the initialisation.")
+                ),
+                evidence={
+                    "nonfinite_from_step": nan_step,
+                    **({"rise_onset_step": rise.step, **rise.evidence} if rise is not None else {}),
+                },
+            )
+        )
+    elif rise is not None:
+        findings.append(rise)
+    return findings
+
+
+def _finite_divergence(
+    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str
+) -> tuple[Finding | None, bool]:
+    """The first sustained excursion above the running best, and whether it is open at the end."""
+    n = steps.size
+    if n < MIN_POINTS:
+        return None, False
+    y = log_loss(values)
+    settled_from = int(np.searchsorted(steps, schedule.warmup_end_step))
+    settled_from = min(settled_from, n - 1)
+    smooth, best, sigma = excess_over_best(y, settled_from)
+    excess = smooth - best
+    threshold = max(Z_EXCESS * sigma, MIN_RISE)
+    above = np.zeros(n, dtype=bool)
+    above[settled_from:] = excess[settled_from:] > threshold
+    labels, count = ndimage.label(above)
+    if count == 0:
+        return None, False
+    for where in ndimage.find_objects(labels):
+        start, stop = where[0].start, where[0].stop
+        open_at_end = stop >= n
+        if not open_at_end and stop - start <= MAX_SPIKE_POINTS:
+            continue
+        onset = _onset(y, best, sigma, start, settled_from)
+        best_level = best[start]
+        peak = start + int(np.argmax(y[start:stop]))
+        ratio = float(np.exp(y[peak] - best_level))
+        last_healthy = int(steps[onset - 1]) if onset > 0 else None
+        severity = "critical" if open_at_end else "warning"
+        status = "and has not recovered by the end of the run" if open_at_end else (
+            f"before recovering at step {int(steps[stop - 1])}"
+        )
+        advice = (
+            f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate "
+            "or tighter gradient clipping" if last_healthy is not None else "lower the learning rate"
+        )
+        finding = Finding(
+            kind="divergence",
+            severity=severity,
+            step=int(steps[onset]),
+            end_step=None if open_at_end else int(steps[stop - 1]),
+            tag=tag,
+            message=(
+                f"The {what} rises {ratio:.3g}x above its best level from step {int(steps[onset])} "
+                f"{status}; {advice}."
+            ),
+            evidence={
+                "best_loss": _level(values, y, best_level),
+                "peak_loss": float(values[peak]),
+                "peak_step": int(steps[peak]),
+                "ratio_to_best": ratio,
+                "excess_log": float(excess[peak]),
+                "threshold_log": float(threshold),
+                "noise_sigma_log": float(sigma),
+                "excess_z": float(excess[peak] / sigma),
+                "detected_at_step": int(steps[start]),
+                "last_healthy_step": last_healthy,
+            },
+        )
+        return finding, open_at_end
+    return None, False
+
+
+def _onset(y: np.ndarray, best: np.ndarray, sigma: float, start: int, settled_from: int) -> int:
+    """First point after the last one within ONSET_Z sigma of the running best before `start`."""
+    near = np.flatnonzero(y[settled_from:start] - best[settled_from:start] <= ONSET_Z * sigma)
+    if near.size == 0:
+        return settled_from
+    return settled_from + int(near[-1]) + 1
+
+
+def _level(values: np.ndarray, y: np.ndarray, level: float) -> float:
+    """The original-unit loss value closest to a log-loss level."""
+    return float(values[int(np.argmin(np.abs(y - level)))])

@@ -1,0 +1,91 @@
+"""Overfitting: the evaluation loss rises while the training loss keeps falling.
+
+Method (on the log of both losses; evaluations are few, so every rule is in eval points):
+
+1. Noise of the evaluation loss: sigma_e = 1.4826 * MAD of its successive differences / sqrt(2)
+   (differences remove the trend; MAD ignores the rise itself as long as it spans less than
+   half of the evaluations). Floor: 0.2% of the loss, below the print precision of most logs.
+2. Best evaluation: the minimum of a 3-point running median of the eval log-loss (one lucky
+   evaluation does not make a minimum).
+3. Overfitting when, after the best evaluation, the last `MIN_RISING_EVALS` evaluations all sit
+   more than `Z_RISE` = 3 sigma_e above it (each a 0.13% tail event under Gaussian eval noise;
+   jointly far below the 1e-3 false-alarm budget of a run) and the training loss, smoothed,
+   has fallen over the same steps by more than its own noise. If the training loss rose
+   too, the problem is divergence, not overfitting.
+
+Advice: the best checkpoint is at the best evaluation's step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.robust import (
+    MAD_TO_SIGMA,
+    log_loss,
+    mad,
+    robust_sigma,
+    rolling_median,
+)
+from tb_health_plugin.analysis.findings import Finding
+
+MIN_EVALS = 5
+MIN_RISING_EVALS = 2
+Z_RISE = 3.0
+MIN_EVAL_SIGMA_LOG = 0.002
+
+
+def overfitting(
+    eval_steps: np.ndarray,
+    eval_values: np.ndarray,
+    train_steps: np.ndarray,
+    train_values: np.ndarray,
+    tag: str,
+) -> list[Finding]:
+    """At most one overfitting finding from an eval-loss series and the training loss."""
+    ok = np.isfinite(eval_values)
+    eval_steps, eval_values = np.asarray(eval_steps)[ok], np.asarray(eval_values, dtype=np.float64)[ok]
+    tok = np.isfinite(train_values)
+    train_steps, train_values = np.asarray(train_steps)[tok], np.asarray(train_values, dtype=np.float64)[tok]
+    if eval_steps.size < MIN_EVALS or train_steps.size < MIN_EVALS:
+        return []
+    e = log_loss(eval_values)
+    sigma_e = max(MAD_TO_SIGMA * mad(np.diff(e)) / np.sqrt(2), MIN_EVAL_SIGMA_LOG)
+    smooth_e = rolling_median(e, 3)
+    best = int(np.argmin(smooth_e[:-MIN_RISING_EVALS]))
+    best_level = smooth_e[best]
+    rising = e[-MIN_RISING_EVALS:] - best_level
+    if not np.all(rising > Z_RISE * sigma_e):
+        return []
+    t = log_loss(train_values)
+    train_smooth = rolling_median(t, 9)
+    train_sigma = robust_sigma(t - rolling_median(t, 17))
+    at_best = train_smooth[min(np.searchsorted(train_steps, eval_steps[best]), train_steps.size - 1)]
+    at_end = train_smooth[-1]
+    if not at_best - at_end > train_sigma:
+        return []
+    first_above = best + int(np.argmax(e[best:] - best_level > Z_RISE * sigma_e))
+    return [
+        Finding(
+            kind="overfitting",
+            severity="warning",
+            step=int(eval_steps[best]),
+            end_step=int(eval_steps[-1]),
+            tag=tag,
+            message=(
+                f"The evaluation loss has risen {np.exp(e[-1] - best_level):.3g}x since its best at step "
+                f"{int(eval_steps[best])} while the training loss kept falling: keep the checkpoint from "
+                f"step {int(eval_steps[best])} and add regularisation, more data or early stopping."
+            ),
+            evidence={
+                "best_eval_step": int(eval_steps[best]),
+                "best_eval_loss": float(eval_values[best]),
+                "last_eval_loss": float(eval_values[-1]),
+                "first_rise_step": int(eval_steps[first_above]),
+                "rise_z": float((e[-1] - best_level) / sigma_e),
+                "eval_noise_sigma_log": float(sigma_e),
+                "train_drop_log": float(at_best - at_end),
+                "evals": int(eval_steps.size),
+            },
+        )
+    ]

@@ -1,0 +1,59 @@
+"""What the logged learning-rate schedule tells the loss detectors.
+
+Two facts matter: where warm-up ends (early bumps and large early losses are normal before it)
+and where the learning rate is still "high" (a plateau there is a stall; the flattening of a
+planned anneal is not). Without a logged learning rate we fall back on the share of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Without a logged schedule, the first 10% of logged points count as warm-up: common warm-up
+# lengths are 1-10% of training (e.g. 2000 of 300k steps for GPT-3, 1-3% in Llama recipes).
+DEFAULT_WARMUP_SHARE = 0.10
+# The learning rate counts as "still high" at or above half its peak: cosine and linear decays
+# spend the first half of the decay above that level; step schedules drop below it at once.
+HIGH_LR_SHARE = 0.5
+WARMUP_REACHED_SHARE = 0.95  # warm-up ends when the rate first reaches 95% of its peak
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The learning rate interpolated onto the loss's steps (None when not logged)."""
+
+    warmup_end_step: int
+    lr_at_steps: np.ndarray | None
+    lr_peak: float | None
+
+    def high_lr_mask(self) -> np.ndarray | None:
+        if self.lr_at_steps is None or not self.lr_peak:
+            return None
+        return self.lr_at_steps >= HIGH_LR_SHARE * self.lr_peak
+
+
+def infer_schedule(
+    loss_steps: np.ndarray, lr_steps: np.ndarray | None = None, lr_values: np.ndarray | None = None
+) -> Schedule:
+    """Warm-up end and the learning rate at each loss step.
+
+    Warm-up ends at the first logged step where the rate reaches 95% of its peak, when the rate
+    rises at the start, and never before the first `DEFAULT_WARMUP_SHARE` of the logged loss
+    points: the fastest, bumpiest part of a loss curve is its beginning, schedule or not.
+    """
+    loss_steps = np.asarray(loss_steps)
+    fallback_index = min(int(np.ceil(DEFAULT_WARMUP_SHARE * loss_steps.size)), max(loss_steps.size - 1, 0))
+    fallback = int(loss_steps[fallback_index]) if loss_steps.size else 0
+    if lr_steps is None or lr_values is None:
+        return Schedule(fallback, None, None)
+    ok = np.isfinite(lr_values)
+    lr_steps, lr_values = np.asarray(lr_steps)[ok], np.asarray(lr_values, dtype=np.float64)[ok]
+    if lr_values.size < 2 or lr_values.max() <= 0:
+        return Schedule(fallback, None, None)
+    peak = float(lr_values.max())
+    at_loss = np.interp(loss_steps, lr_steps, lr_values)
+    rises = lr_values[0] < WARMUP_REACHED_SHARE * peak
+    warmup_end = int(lr_steps[np.argmax(lr_values >= WARMUP_REACHED_SHARE * peak)]) if rises else fallback
+    return Schedule(max(warmup_end, fallback), at_loss, peak)

@@ -1,0 +1,130 @@
+"""Stalled convergence: the loss stopped improving while the learning rate is still high.
+
+Method (an equivalence test on the log-loss against the run's own earlier progress):
+
+1. Domain: the settled, high-learning-rate part of the run, from the end of warm-up to the
+   first point where the logged rate falls below half its peak (`schedule.HIGH_LR_SHARE`).
+   The flattening of a planned anneal is outside it by construction; without a logged rate
+   the domain runs to the end.
+2. Healthy loss curves are close to power laws in the step, i.e. straight lines in
+   (log2 step, log loss) whose slope shrinks slowly; a stall is a slope of zero. For a
+   candidate tail [s, end) of the domain (s on a 10% grid; the tail keeps at least
+   `MIN_TAIL_SHARE` of the domain) we fit lines through binned medians (`robust.binned_line`)
+   of the tail and of everything before it.
+3. The tail is stalled when its whole change, plus or minus `Z_EQUIVALENCE` standard errors,
+   stays within +-allowed, with allowed = max(`RATE_SHARE` * the earlier improvement per
+   doubling of steps * the tail's doublings, sigma), sigma being the run's per-point noise:
+   the loss moved less than 10% of what the earlier pace predicts and less than its own
+   point-to-point noise over the whole tail. A rising tail is not a stall (the divergence
+   detector owns it). The earliest stalled tail wins; the reported step is where the smoothed
+   loss first reached the plateau level.
+4. A run that never improved (the tail is the whole settled domain) is "stuck from the start".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.robust import (
+    TINY_LOG_SCALE,
+    binned_line,
+    log_loss,
+    robust_sigma,
+    rolling_median,
+)
+from tb_health_plugin.analysis.detectors.schedule import Schedule
+from tb_health_plugin.analysis.findings import Finding
+
+MIN_POINTS = 16
+MIN_TAIL_POINTS = 12
+MIN_TAIL_SHARE = 0.25
+START_GRID = np.arange(0.0, 0.76, 0.05)
+RATE_SHARE = 0.10
+Z_EQUIVALENCE = 2.0
+TREND_WINDOW = 17
+
+
+def stalled_convergence(
+    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
+) -> list[Finding]:
+    """At most one stall finding for one loss series."""
+    finite = np.isfinite(values)
+    steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
+    n = steps.size
+    if n < MIN_POINTS:
+        return []
+    y = log_loss(values)
+    interval = float(np.median(np.diff(steps))) if n > 1 else 1.0
+    x = np.log2(np.maximum(steps, 0) + max(interval, 1.0))
+    trend = rolling_median(y, TREND_WINDOW)
+    sigma = max(robust_sigma(y - trend), TINY_LOG_SCALE)
+    d0 = min(int(np.searchsorted(steps, schedule.warmup_end_step)), n - 1)
+    d1 = _high_lr_end(schedule, d0, n)
+    if d1 - d0 < MIN_TAIL_POINTS:
+        return []
+    for share in START_GRID:
+        s = d0 + int(share * (d1 - d0))
+        if d1 - s < max(MIN_TAIL_POINTS, MIN_TAIL_SHARE * (d1 - d0)):
+            break
+        tail = binned_line(x[s:d1], y[s:d1])
+        if tail is None:
+            continue
+        before = binned_line(x[:s], y[:s]) if s >= 8 else None
+        earlier_rate = max(-before.slope, 0.0) if before is not None else 0.0
+        doublings = tail.span
+        allowed = max(RATE_SHARE * earlier_rate * doublings, sigma)
+        low = tail.change - Z_EQUIVALENCE * tail.change_stderr
+        high = tail.change + Z_EQUIVALENCE * tail.change_stderr
+        if not (-allowed <= low and high <= allowed):
+            continue
+        plateau = float(np.median(y[s + (d1 - s) // 2 : d1]))
+        reached = np.flatnonzero(trend[d0:d1] <= plateau + sigma)
+        start = d0 + int(reached[0]) if reached.size else s
+        start = min(start, s)
+        return [_finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma)]
+    return []
+
+
+def _high_lr_end(schedule: Schedule, d0: int, n: int) -> int:
+    mask = schedule.high_lr_mask()
+    if mask is None:
+        return n
+    low = np.flatnonzero(~mask[d0:])
+    return d0 + int(low[0]) if low.size else n
+
+
+def _finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma) -> Finding:
+    from_start = start <= int(np.searchsorted(steps, schedule.warmup_end_step))
+    lr_share = None
+    if schedule.lr_at_steps is not None and schedule.lr_peak:
+        lr_share = float(np.median(schedule.lr_at_steps[s:d1]) / schedule.lr_peak)
+    lr_text = f" while the learning rate stays at {lr_share:.0%} of its peak" if lr_share is not None else ""
+    if from_start:
+        message = (
+            f"The {what} has not improved since the start of training{lr_text}: check that gradients "
+            "reach the parameters, that the learning rate is not far too small, and the labels."
+        )
+    else:
+        message = (
+            f"The {what} has stopped improving since step {int(steps[start])}{lr_text}: decay the "
+            "learning rate or stop here, and check for repeated batches if that is unexpected."
+        )
+    return Finding(
+        kind="stalled_convergence",
+        severity="warning",
+        step=int(steps[start]),
+        end_step=int(steps[d1 - 1]),
+        tag=tag,
+        message=message,
+        evidence={
+            "change_log": tail.change,
+            "change_stderr_log": tail.change_stderr,
+            "allowed_change_log": allowed,
+            "earlier_improvement_per_doubling_log": earlier_rate,
+            "noise_sigma_log": sigma,
+            "plateau_loss": float(np.median(values[s:d1])),
+            "tail_points": int(d1 - s),
+            "lr_share_of_peak": lr_share,
+            "stuck_from_start": from_start,
+        },
+    )
