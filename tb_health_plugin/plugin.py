@@ -21,6 +21,7 @@ from werkzeug import wrappers
 from tb_health_plugin.analysis.findings import SEVERITY_RANK
 from tb_health_plugin.roles import resolve_roles
 from tb_health_plugin.service import HealthService, UnknownRun
+from tb_health_plugin.views import heatmap as heatmap_view
 from tb_health_plugin.views import series as series_view
 
 PLUGIN_NAME = "health"
@@ -114,6 +115,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "/report": self._serve_report,
             "/tags": self._serve_tags,
             "/series": self._serve_series,
+            "/heatmap": self._serve_heatmap,
         }
         if STATIC_DIR.is_dir():
             for path in STATIC_DIR.iterdir():
@@ -189,4 +191,20 @@ class HealthPlugin(base_plugin.TBPlugin):
             return _json(request, {"error": f"unknown tag for run {run}: {tag}"}, 404)
         payload = {"run": run, "tag": tag}
         payload.update(series_view.envelope(data.scalars[tag], width, start, end))
+        return _json(request, payload)
+
+    @_route
+    def _serve_heatmap(self, request):
+        service = self._require_service()
+        run = _required(request, "run")
+        width = _int_arg(request, "width", heatmap_view.DEFAULT_WIDTH, heatmap_view.MIN_WIDTH, heatmap_view.MAX_WIDTH)
+        start = _int_arg(request, "start", None)
+        end = _int_arg(request, "end", None)
+        data = service.run_data(run)
+        roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
+        per_param = {
+            param: (tag, data.scalars[tag]) for param, tag in roles.per_parameter.get("param_grad_norm", {}).items()
+        }
+        payload = {"run": run}
+        payload.update(heatmap_view.heatmap(per_param, width, start, end))
         return _json(request, payload)
