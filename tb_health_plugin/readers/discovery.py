@@ -7,7 +7,8 @@ summary files, `events.out.events.summary.<time>.<device>.<host>_MS`; their `_li
 hold lineage records (hyper-parameters, final metrics), not time series, and are skipped.
 
 Files of a run are read in the order they were started: by the timestamp in their name, then by
-name, so a resumed training's later file comes after the file it resumes.
+name with numbers compared as numbers, so a resumed training's later file comes after the file
+it resumes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ TFEVENTS, MINDSPORE = "tfevents", "mindspore"
 FORMATS = (TFEVENTS, MINDSPORE)
 _MINDSPORE_SUMMARY = re.compile(r"^events\.out\.events\.summary\.\d+.*_MS$")
 _START_TIME = re.compile(r"(?:tfevents|summary)\.(\d+)")
+_DIGIT_RUNS = re.compile(r"(\d+)")
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,15 @@ class EventFile:
     format: str  # TFEVENTS or MINDSPORE
 
     @property
-    def sort_key(self) -> tuple[int, str]:
+    def sort_key(self) -> tuple:
         name = os.path.basename(self.path)
         match = _START_TIME.search(name)
-        return (int(match.group(1)) if match else 0, name)
+        return (int(match.group(1)) if match else 0, natural_key(name))
+
+
+def natural_key(name: str) -> tuple:
+    """Numbers inside the name compare as numbers (writer counters: `...pid.10` after `...pid.9`)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGIT_RUNS.split(name) if part)
 
 
 def event_file_format(name: str) -> str | None:

@@ -134,7 +134,7 @@ class _RunState:
             size = os.fstat(handle.fileno()).st_size
             while state.offset < size:
                 handle.seek(state.offset)
-                buf = handle.read(READ_CHUNK_BYTES)
+                buf = handle.read(min(READ_CHUNK_BYTES, size - state.offset))  # read(n) preallocates n
                 if not buf:
                     break
                 scan = scan_records(buf, state.resyncing)
