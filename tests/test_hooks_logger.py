@@ -1,0 +1,247 @@
+"""HealthLogger, its writer, aggregates, online analysis and rank detection, without MindSpore."""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from tests.test_hooks_support import findings, scalars, texts
+from trainer_hooks import HealthLogger
+from trainer_hooks.aggregates import StepWindow
+from trainer_hooks.ranks import rank_from_environment
+
+
+def quiet_logger(tmp_path, **kwargs) -> HealthLogger:
+    kwargs.setdefault("online_analysis", False)
+    kwargs.setdefault("rank", 0)
+    return HealthLogger(tmp_path, **kwargs)
+
+
+def test_spike_between_collections_reaches_the_window_aggregates(tmp_path):
+    with quiet_logger(tmp_path, collect_freq=10) as health:
+        for step in range(1, 31):
+            loss = 50.0 if step == 13 else 1.0 / step
+            health.log_step(step, loss, grad_norm=2.0 if step != 17 else 900.0)
+    logged = scalars(tmp_path / "rank_0")
+    assert sorted(logged["train/loss"]) == [10, 20, 30]
+    assert 13 not in logged["train/loss"]
+    assert logged["train/loss_max"][20] == pytest.approx(50.0)
+    assert logged["train/loss_max"][10] == pytest.approx(1.0)
+    assert logged["train/loss_min"][30] == pytest.approx(1.0 / 30)
+    assert logged["train/grad_norm_max"] == pytest.approx({10: 2.0, 20: 900.0, 30: 2.0})
+    assert set(logged["train/nonfinite_count"].values()) == {0.0}
+    assert logged["train/step_time_ms"][10] >= 0.0
+
+
+def test_nonfinite_values_are_logged_as_such_and_counted(tmp_path):
+    with quiet_logger(tmp_path, collect_freq=5) as health:
+        for step in range(1, 11):
+            loss = {3: math.nan, 4: math.inf, 10: math.nan}.get(step, 1.0)
+            health.log_step(step, loss, grad_norm=-math.inf if step == 8 else 1.0)
+    logged = scalars(tmp_path / "rank_0")
+    assert math.isnan(logged["train/loss"][10])
+    assert logged["train/nonfinite_count"] == {5: 2.0, 10: 2.0}
+    assert logged["train/loss_max"][5] == math.inf
+    assert logged["train/loss_min"][10] == 1.0
+
+
+def test_a_partial_last_window_is_written_on_close(tmp_path):
+    with quiet_logger(tmp_path, collect_freq=10) as health:
+        for step in range(1, 14):
+            health.log_step(step, 7.0 if step == 12 else 1.0)
+    logged = scalars(tmp_path / "rank_0")
+    assert logged["train/loss_max"] == {10: 1.0, 13: 7.0}
+
+
+def test_unwritable_log_dir_warns_once_and_logging_goes_on(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.warns(RuntimeWarning, match="cannot write health logs") as caught:
+        health = quiet_logger(blocker / "logs", collect_freq=2)
+        for step in range(1, 21):
+            health.log_step(step, 1.0, grad_norm=1.0)
+            health.log_eval(step, {"loss": 1.0})
+        health.close()
+    assert len([w for w in caught if "cannot write" in str(w.message)]) == 1
+
+
+def test_writer_failing_mid_run_warns_once(tmp_path):
+    health = quiet_logger(tmp_path, collect_freq=1)
+    health.log_step(1, 1.0)
+    health.writer._writer.close()  # the file goes away under the writer, as on a failing disk
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(2, 10):
+            health.log_step(step, 1.0)
+        health.close()
+    assert len([w for w in caught if "cannot write" in str(w.message)]) == 1
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"collect_freq": 0}, "collect_freq must be a positive integer"),
+        ({"collect_freq": 2.5}, "collect_freq"),
+        ({"histogram_freq": -1}, "histogram_freq must be a positive integer .or 0"),
+        ({"findings_min_severity": "error"}, "findings_min_severity must be one of"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"flush_secs": 0}, "flush_secs"),
+    ],
+)
+def test_bad_options_fail_up_front_saying_what_to_do(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        HealthLogger(tmp_path, **options)
+    assert not any(tmp_path.iterdir())
+
+
+def test_log_dir_must_be_a_path():
+    with pytest.raises(ValueError, match="log_dir must be a folder path"):
+        HealthLogger(None)
+
+
+def test_new_findings_are_written_once_as_contract_json_and_request_a_stop(tmp_path, caplog):
+    seen_steps = []
+
+    def analyze(run):
+        loss = run.scalars["train/loss"]
+        seen_steps.append(int(loss.steps[-1]))
+        bad = loss.steps[~np.isfinite(loss.values)]
+        found = [
+            {"kind": "nonfinite", "severity": "critical", "step": int(bad[0]), "tag": "train/loss",
+             "message": "The loss became NaN.", "evidence": {"value": "nan"}}
+        ] if len(bad) else []
+        found.append({"kind": "loss_spike", "severity": "info", "step": 1, "tag": "train/loss",
+                      "message": "context only", "evidence": {}})
+        return {"run": run.name, "status": "critical" if bad.size else "healthy", "findings": found}
+
+    health = HealthLogger(tmp_path, collect_freq=2, analyze_every=2, analyze=analyze, rank=0, stop_on_critical=True)
+    for step in range(1, 21):
+        health.log_step(step, math.nan if step >= 6 else 1.0)
+    health.close()
+    assert seen_steps and seen_steps[-1] == 20
+    written = findings(tmp_path / "rank_0")
+    assert [(step, f["kind"], f["severity"]) for step, f in written] == [(6, "nonfinite", "critical")]
+    assert written[0][1]["evidence"] == {"value": "nan"}
+    assert health.should_stop
+    assert any("nonfinite" in record.getMessage() for record in caplog.records)
+
+
+def test_a_failing_analysis_is_disabled_without_breaking_logging(tmp_path):
+    def analyze(run):
+        raise RuntimeError("detector bug")
+
+    health = HealthLogger(tmp_path, collect_freq=1, analyze_every=1, analyze=analyze, rank=0)
+    for step in range(1, 6):
+        health.log_step(step, 1.0)
+    health.close()
+    assert sorted(scalars(tmp_path / "rank_0")["train/loss"]) == [1, 2, 3, 4, 5]
+
+
+def test_the_real_engine_runs_online_on_what_was_logged(tmp_path):
+    health = HealthLogger(tmp_path, collect_freq=1, analyze_every=5, rank=0)
+    for step in range(1, 41):
+        health.log_step(step, 1.0 / step, grad_norm=1.0, lr=0.1)
+    health.close()
+    assert health.online is not None and not health.online._disabled
+    assert all(f["kind"] != "check_error" for _, f in findings(tmp_path / "rank_0"))
+
+
+def test_eval_metrics_throughput_and_notes(tmp_path):
+    with quiet_logger(tmp_path, collect_freq=2, batch_size=8, seq_length=16) as health:
+        for step in range(1, 5):
+            health.log_step(step, 1.0)
+        health.log_eval(4, {"loss": 0.5, "accuracy": 0.75, "not_a_number": "n/a"})
+        health.note(4, "something cannot be logged")
+        health.note(4, "something cannot be logged")
+    logged = scalars(tmp_path / "rank_0")
+    assert logged["eval/loss"] == {4: 0.5} and logged["eval/accuracy"] == {4: 0.75}
+    tokens, samples = logged["train/tokens_per_s"][4], logged["train/throughput"][4]
+    assert tokens == pytest.approx(16 * samples, rel=1e-6)
+    assert texts(tmp_path / "rank_0", "health/notes") == [(4, "something cannot be logged")]
+
+
+def test_weight_norms_update_ratios_and_histograms_from_named_arrays(tmp_path):
+    weights = {"w": np.ones(4), "b": np.zeros(2)}
+    with quiet_logger(tmp_path, collect_freq=1, weight_freq=4, histogram_freq=4, parameters=weights) as health:
+        for step in range(1, 9):
+            weights["w"] += 0.5  # the "optimizer" moves w by 0.5 per element each step
+            health.log_step(step, 1.0)
+    logged = scalars(tmp_path / "rank_0")
+    assert sorted(logged["weight_norm/w"]) == [4, 8]
+    assert logged["weight_norm/w"][4] == pytest.approx(3.0 * 2)  # 4 elements of 3.0
+    assert logged["update_ratio/w"][4] == pytest.approx(0.5 / 2.5)
+    assert logged["update_ratio/b"][8] == 0.0
+    from tests.test_hooks_support import accumulator
+
+    assert set(accumulator(tmp_path / "rank_0").Tags()["histograms"]) == {"weight/w", "weight/b"}
+
+
+def test_histograms_only_on_chosen_ranks(tmp_path):
+    for rank in (0, 1):
+        with quiet_logger(tmp_path, rank=rank, collect_freq=1, weight_freq=2, histogram_freq=2,
+                          parameters={"w": np.arange(5.0)}, histogram_ranks=(1,)) as health:
+            for step in range(1, 3):
+                health.log_step(step, 1.0)
+    from tests.test_hooks_support import accumulator
+
+    assert accumulator(tmp_path / "rank_0").Tags()["histograms"] == []
+    assert accumulator(tmp_path / "rank_1").Tags()["histograms"] == ["weight/w"]
+
+
+def test_step_window_statistics():
+    window = StepWindow()
+    for value in (3.0, math.nan, 1.0, math.inf, 2.0):
+        window.add(value)
+    assert (window.maximum, window.minimum, window.mean, window.nonfinite_count) == (math.inf, 1.0, 2.0, 2)
+    window.reset()
+    assert math.isnan(window.maximum) and window.count == 0
+
+
+@pytest.mark.parametrize(
+    "environ, expected",
+    [
+        ({}, (0, 1)),
+        ({"RANK_ID": "3", "RANK_SIZE": "8"}, (3, 8)),
+        ({"MS_NODE_ID": "1", "MS_WORKER_NUM": "2"}, (1, 2)),
+        ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4"}, (2, 4)),
+        ({"RANK_ID": "x", "RANK": "1", "WORLD_SIZE": "2"}, (1, 2)),
+    ],
+)
+def test_rank_from_launcher_environment(environ, expected):
+    info = rank_from_environment(environ)
+    assert (info.rank, info.world_size) == expected
+
+
+def test_each_rank_writes_its_own_run_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK_ID", "5")
+    monkeypatch.setenv("RANK_SIZE", "6")
+    with HealthLogger(tmp_path, collect_freq=1, online_analysis=False) as health:
+        health.log_step(1, 1.0)
+    assert os.listdir(tmp_path) == ["rank_5"]
+    assert health.rank_info.world_size == 6
+
+
+def test_the_projects_readers_read_what_the_hooks_wrote(tmp_path):
+    from tb_health_plugin.readers import read_logdir
+
+    def analyze(run):
+        return {"findings": [{"kind": "divergence", "severity": "warning", "step": 4, "tag": "train/loss",
+                              "message": "m", "evidence": {}}]}
+
+    with HealthLogger(tmp_path, collect_freq=2, analyze_every=1, analyze=analyze, rank=1,
+                      weight_freq=2, histogram_freq=2, histogram_ranks=None, parameters={"w": np.arange(4.0)}) as health:
+        for step in range(1, 7):
+            health.log_step(step, float(step), grad_norm=math.nan if step == 4 else 1.0)
+    (run,) = read_logdir(tmp_path)
+    assert run.name == "rank_1"
+    loss = run.scalars["train/loss"]
+    assert loss.steps.tolist() == [2, 4, 6] and loss.values.tolist() == [2.0, 4.0, 6.0]
+    assert math.isnan(run.scalars["train/grad_norm"].values[1])
+    assert run.scalars["train/nonfinite_count"].values.tolist() == [0.0, 1.0, 0.0]
+    assert "weight/w" in run.histograms
+    (text,) = run.texts["health/findings"].values
+    assert '"kind": "divergence"' in text

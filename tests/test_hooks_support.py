@@ -1,0 +1,40 @@
+"""Shared helpers of the trainer_hooks tests (no tests here): read back logs with TensorBoard's
+own EventAccumulator, and build the tiny MindSpore trainings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+
+def accumulator(run_dir: Path) -> EventAccumulator:
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
+    acc.Reload()
+    return acc
+
+
+def scalars(run_dir: Path) -> dict[str, dict[int, float]]:
+    """tag -> {step: value}, read by TensorBoard's EventAccumulator."""
+    acc = accumulator(run_dir)
+    return {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+
+
+def texts(run_dir: Path, tag: str) -> list[tuple[int, str]]:
+    acc = accumulator(run_dir)
+    if tag not in acc.Tags()["tensors"]:
+        return []
+    return [(e.step, e.tensor_proto.string_val[0].decode("utf-8")) for e in acc.Tensors(tag)]
+
+
+def findings(run_dir: Path) -> list[tuple[int, dict]]:
+    return [(step, json.loads(text)) for step, text in texts(run_dir, "health/findings")]
+
+
+def regression_data(samples: int = 64, features: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(samples, features)).astype(np.float32)
+    y = (x @ rng.normal(size=(features, 1))).astype(np.float32)
+    return x, y
