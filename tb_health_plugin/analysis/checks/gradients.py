@@ -1,4 +1,150 @@
-"""Checks for the `gradients` signals (see `analysis/engine.py` for the check interface)."""
+"""Exploding and vanishing gradients: the global norm, per-layer norms and gradient histograms.
 
-RUN_CHECKS: list = []
+Adapters only: pick the series out of `RunSignals` and call `detectors.gradient_norms` (one norm
+over time) and `detectors.layer_depth` (early layers against late ones). Per-parameter norms come
+from `grad_norm/<param>` / `local_norm/<param>` scalars, or else from `grad/<param>` histograms.
+When no global norm is logged, it is rebuilt from the per-parameter ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.gradient_norms import GradientEvent, exploding, vanishing
+from tb_health_plugin.analysis.detectors.histogram_stats import histogram_norm
+from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
+from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.signals import RunSignals
+
+ADVICE = {
+    "exploding_gradients": (
+        "Clip the global gradient norm (e.g. 1.0) and lower the peak learning rate or lengthen its warm-up."
+    ),
+    "vanishing_gradients": (
+        "Use non-saturating activations (ReLU/GELU), residual connections or normalisation layers, "
+        "and a variance-preserving initialisation."
+    ),
+    "depth_vanishing": (
+        "The signal dies on its way back through the layers: use ReLU/GELU instead of sigmoid/tanh, "
+        "add normalisation or residual connections, or use a He/Xavier initialisation."
+    ),
+    "depth_exploding": (
+        "The gradient grows on its way back through the layers: add normalisation layers, clip the "
+        "gradient norm, or scale the initialisation down."
+    ),
+}
+
+
+def per_parameter_grad_norms(signals: RunSignals) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """param -> (steps, norms) from scalars, else estimated from gradient histograms."""
+    if signals.param_grad_norms:
+        return {p: (s.steps, s.values) for p, s in signals.param_grad_norms.items() if len(s)}
+    out = {}
+    for param, hist in signals.grad_histograms.items():
+        if len(hist):
+            out[param] = (hist.steps, np.array([histogram_norm(b) for b in hist.buckets]))
+    return out
+
+
+def _global_norm(signals: RunSignals, per_param) -> tuple[np.ndarray, np.ndarray, str] | None:
+    if signals.grad_norm is not None and len(signals.grad_norm):
+        return signals.grad_norm.steps, signals.grad_norm.values, signals.tag("grad_norm")
+    if not per_param:
+        return None
+    common = None
+    for steps, _ in per_param.values():
+        common = steps if common is None else np.intersect1d(common, steps)
+    squares = np.zeros(common.size)
+    for steps, values in per_param.values():
+        squares += np.asarray(values, dtype=np.float64)[np.searchsorted(steps, common)] ** 2
+    return common, np.sqrt(squares), "grad_norm/* (combined)"
+
+
+def _aligned_loss(signals: RunSignals, steps: np.ndarray) -> np.ndarray | None:
+    if signals.loss is None or not len(signals.loss):
+        return None
+    position = np.searchsorted(signals.loss.steps, steps)
+    position = np.clip(position, 0, len(signals.loss) - 1)
+    matched = signals.loss.steps[position] == steps
+    return np.where(matched, signals.loss.values[position], np.nan)
+
+
+def _finding(event: GradientEvent, steps: np.ndarray, tag: str, message: str, advice: str) -> Finding:
+    evidence = dict(event.evidence)
+    evidence["advice"] = advice
+    return Finding(
+        kind=event.kind,
+        severity=event.severity,
+        step=int(steps[event.index]),
+        end_step=int(steps[event.end_index]),
+        tag=tag,
+        message=f"{message} {advice}",
+        evidence=evidence,
+    )
+
+
+def global_norm_check(signals: RunSignals) -> list[Finding]:
+    """Growth or collapse of the global gradient norm against its own post-warm-up baseline."""
+    series = _global_norm(signals, per_parameter_grad_norms(signals))
+    if series is None:
+        return []
+    steps, values, tag = series
+    findings = []
+    event = exploding(values)
+    if event is not None:
+        growth = event.evidence["growth_factor"]
+        findings.append(
+            _finding(
+                event,
+                steps,
+                tag,
+                f"The gradient norm rose {growth:.3g}x above its earlier level from step "
+                f"{int(steps[event.index])}.",
+                ADVICE["exploding_gradients"],
+            )
+        )
+    event = vanishing(values, _aligned_loss(signals, steps))
+    if event is not None:
+        findings.append(
+            _finding(
+                event,
+                steps,
+                tag,
+                f"The gradient norm collapsed to {event.evidence['median_norm']:.3g} from step "
+                f"{int(steps[event.index])}, so the weights barely change.",
+                ADVICE["vanishing_gradients"],
+            )
+        )
+    return findings
+
+
+def layer_depth_check(signals: RunSignals) -> list[Finding]:
+    """Gradient norms of the first layers against the last ones."""
+    per_param = per_parameter_grad_norms(signals)
+    depths, steps, norms = layer_norms(per_param)
+    event = depth_imbalance(norms)
+    if event is None:
+        return []
+    third = event.evidence["early_layers"]
+    ratio = event.evidence["early_to_late_ratio"]
+    event.evidence["early_layer_ids"] = depths[:third]
+    event.evidence["late_layer_ids"] = depths[-third:]
+    prefix = "grad_norm/" if signals.param_grad_norms else "grad/"
+    example = next((p for p in sorted(per_param) if layer_index(p) == depths[0]), "")
+    if event.kind == "vanishing_gradients":
+        message = (
+            f"Gradients of the first layers are {1 / ratio:.3g}x smaller than those of the last "
+            f"layers from step {int(steps[event.index])}."
+        )
+        advice = ADVICE["depth_vanishing"]
+    else:
+        message = (
+            f"Gradients of the first layers are {ratio:.3g}x larger than those of the last layers "
+            f"from step {int(steps[event.index])}."
+        )
+        advice = ADVICE["depth_exploding"]
+    return [_finding(event, steps, prefix + example, message, advice)]
+
+
+RUN_CHECKS = [global_norm_check, layer_depth_check]
 JOB_CHECKS: list = []

@@ -1,0 +1,190 @@
+"""Exploding and vanishing gradients from one gradient-norm series (global or one layer's).
+
+Method (all on log10 of the norm, so "orders of magnitude" is a difference of levels):
+
+* level = rolling median of log10(norm) over `median_window(n)` points; non-finite norms count as
+  +inf, so a stretch of overflowed norms raises the level while one isolated overflow does not.
+* The first `warmup_points(n)` points never form a baseline: large norms right after
+  initialisation are normal and usually fall quickly.
+* Exploding: the level stays at least `EXPLODE_DECADES` (100x) above the *running minimum* of the
+  post-warm-up level for `sustained_length(n)` points. Measuring against the running minimum
+  means norms that start high and settle never alarm, while growth at any later time does.
+  Critical when the excess reaches `CRITICAL_EXPLODE_DECADES` (10^4x) or the norm overflows.
+* Vanishing, relative: the level stays `VANISH_DECADES` (1000x) below the running maximum of the
+  post-warm-up level, *and* the loss (when given) fell by at least `LOSS_EXPLAINS_DECADES` less
+  than the norm did. Near a minimum the gradient shrinks with the loss; a gradient that collapses
+  while the loss does not is the symptom.
+* Vanishing, absolute floor: the level stays at or below `ABSOLUTE_FLOOR` (1e-8). Justified
+  because an fp32 weight of magnitude 1e-2 has a resolution (ulp) near 1e-9: with any usual
+  learning rate (<= 1e-1) an update from such a gradient no longer changes the weight, and with
+  Adam it falls under the default epsilon (1e-8) and is scaled to nothing. Exactly zero norms
+  (dead ReLUs, a detached graph) are below the floor too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.robust_levels import (
+    first_sustained_run,
+    median_window,
+    rolling_median,
+    safe_log10,
+    sustained_length,
+    warmup_points,
+)
+
+EXPLODE_DECADES = 2.0
+CRITICAL_EXPLODE_DECADES = 4.0
+ONSET_DECADES = 1.0  # the onset is where the raw norm first stands 10x above the baseline
+VANISH_DECADES = 3.0
+LOSS_EXPLAINS_DECADES = 2.0
+ABSOLUTE_FLOOR = 1e-8
+MIN_POINTS = 8
+
+
+@dataclass(frozen=True)
+class GradientEvent:
+    """A gradient problem found in one series: `index` is the first point where it is visible."""
+
+    kind: str  # "exploding_gradients" or "vanishing_gradients"
+    severity: str
+    index: int
+    end_index: int
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _overflow_as_inf(values: np.ndarray) -> np.ndarray:
+    logs = safe_log10(values)
+    logs[~np.isfinite(np.asarray(values, dtype=np.float64))] = np.inf
+    zero = np.asarray(values) == 0
+    logs[zero] = -np.inf
+    return logs
+
+
+def exploding(values: np.ndarray) -> GradientEvent | None:
+    """Sustained growth of the norm far above its own post-warm-up baseline (see module doc)."""
+    values = np.asarray(values, dtype=np.float64)
+    n = values.size
+    if n < MIN_POINTS:
+        return None
+    logs = _overflow_as_inf(values)
+    level = rolling_median(logs, median_window(n))
+    warm = warmup_points(n)
+    finite_level = np.where(np.isfinite(level), level, np.nan)
+    post = finite_level[warm:]
+    if np.all(np.isnan(post)):
+        return None
+    baseline = np.fmin.accumulate(post)  # running minimum, NaN-skipping
+    excess = level[warm:] - baseline
+    run = first_sustained_run(excess >= EXPLODE_DECADES, sustained_length(n))
+    if run is None:
+        return None
+    start, stop = run[0] + warm, run[1] + warm
+    base = float(baseline[run[0]])
+    if not np.any(np.isfinite(logs[warm:stop]) & (logs[warm:stop] - base >= EXPLODE_DECADES)):
+        return None  # only non-finite values: a NaN problem, reported as `nonfinite`
+    onset = start
+    while onset - 1 >= warm and logs[onset - 1] - base >= ONSET_DECADES:
+        onset -= 1
+    window = logs[onset:stop]
+    peak = (
+        float(np.nanmax(np.where(np.isinf(window) & (window > 0), np.nan, window)))
+        if np.any(np.isfinite(window))
+        else np.inf
+    )
+    overflowed = bool(np.any(np.isposinf(window)))
+    excess_decades = peak - base if np.isfinite(peak) else float(np.nanmax(excess[run[0] : run[1]]))
+    severity = "critical" if overflowed or excess_decades >= CRITICAL_EXPLODE_DECADES else "warning"
+    return GradientEvent(
+        kind="exploding_gradients",
+        severity=severity,
+        index=onset,
+        end_index=stop - 1,
+        evidence={
+            "baseline_norm": 10.0**base,
+            "peak_norm": 10.0**peak if np.isfinite(peak) else float("inf"),
+            "growth_factor": 10.0 ** min(excess_decades, 300.0)
+            if np.isfinite(excess_decades)
+            else float("inf"),
+            "overflowed": overflowed,
+        },
+    )
+
+
+def vanishing(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEvent | None:
+    """A norm under the absolute floor, or collapsing far more than the loss (see module doc).
+
+    `loss`, when given, must be aligned with `values` point by point (NaN where missing).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = values.size
+    if n < MIN_POINTS:
+        return None
+    logs = safe_log10(values)
+    logs[values == 0] = -np.inf
+    level = rolling_median(logs, median_window(n))
+    warm = warmup_points(n)
+    min_length = sustained_length(n, share=0.1)
+    floor_run = first_sustained_run(level <= np.log10(ABSOLUTE_FLOOR), min_length)
+    if floor_run is not None:
+        start, stop = floor_run
+        while start - 1 >= 0 and logs[start - 1] <= np.log10(ABSOLUTE_FLOOR):
+            start -= 1
+        return GradientEvent(
+            kind="vanishing_gradients",
+            severity="critical",
+            index=start,
+            end_index=stop - 1,
+            evidence={
+                "median_norm": _median_norm(values[start:stop]),
+                "floor": ABSOLUTE_FLOOR,
+                "zero_share": float(np.mean(values[start:stop] == 0)),
+            },
+        )
+    finite_level = np.where(np.isfinite(level), level, np.nan)
+    post = finite_level[warm:]
+    if np.all(np.isnan(post)):
+        return None
+    peak = np.fmax.accumulate(post)
+    drop = peak - level[warm:]
+    run = first_sustained_run(drop >= VANISH_DECADES, min_length)
+    if run is None:
+        return None
+    start, stop = run[0] + warm, run[1] + warm
+    peak_index = warm + int(np.nanargmax(post[: run[0] + 1]))
+    norm_drop = float(np.nanmedian(drop[run[0] : run[1]]))
+    loss_drop = _loss_drop_decades(loss, peak_index, start, stop)
+    if loss_drop is not None and norm_drop - loss_drop < LOSS_EXPLAINS_DECADES:
+        return None
+    return GradientEvent(
+        kind="vanishing_gradients",
+        severity="warning",
+        index=start,
+        end_index=stop - 1,
+        evidence={
+            "baseline_norm": 10.0 ** float(peak[run[0]]),
+            "median_norm": _median_norm(values[start:stop]),
+            "collapse_factor": 10.0**norm_drop,
+            "loss_drop_factor": None if loss_drop is None else 10.0**loss_drop,
+        },
+    )
+
+
+def _median_norm(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if finite.size else float("nan")
+
+
+def _loss_drop_decades(loss: np.ndarray | None, peak_index: int, start: int, stop: int) -> float | None:
+    if loss is None:
+        return None
+    loss = np.asarray(loss, dtype=np.float64)
+    before = safe_log10(loss[max(0, peak_index - 2) : peak_index + 3])
+    after = safe_log10(loss[start:stop])
+    if np.all(np.isnan(before)) or np.all(np.isnan(after)):
+        return None
+    return float(np.nanmedian(before) - np.nanmedian(after))

@@ -1,0 +1,173 @@
+"""Dynamic loss scaling: the healthy saw-tooth against collapse, steady decline and overflow storms.
+
+A dynamic loss-scale manager halves the scale on every overflowing step (that step's update is
+skipped) and doubles it after `scale_window` clean steps (1000 in MindSpore's
+`DynamicLossScaleManager` and in Megatron, 2000 in PyTorch's GradScaler). Healthy fp16 training
+therefore shows a calibration phase (halvings from the initial 2^16..2^32 down to a level that
+fits), then a saw-tooth around that level with about one overflow per window: a 0.05-0.1% skip
+rate. Working on log2(scale):
+
+* overflows: the share of points whose logged overflow flag is set, else estimated from the scale
+  itself as the number of halvings between logged points per step (a lower bound).
+* calibration ends at the first regrowth; skips before it are normal and not counted.
+* overflow rate: overflows / steps after calibration above `OVERFLOW_RATE_WARNING` (2%: 20x the
+  rate a 1000-step window produces) with at least `MIN_OVERFLOWS`; critical above
+  `OVERFLOW_RATE_CRITICAL` (20% of steps skipped).
+* steady decline: after the last regrowth (or with none at all) the scale keeps falling, at least
+  `DECLINE_HALVINGS` halvings spread over `DECLINE_MIN_SHARE` of the run, and the level fell
+  `DECLINE_HALVINGS` below the post-calibration maximum: the manager cannot find a stable scale.
+* collapse: a scale that was higher reaches `MIN_SCALE` (1, the managers' floor) or below:
+  gradients overflow even unscaled, and fp16 gradients underflow (critical). A scale that never
+  changes is a static scale (often 1 for bf16) and is not analysed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+OVERFLOW_RATE_WARNING = 0.02
+OVERFLOW_RATE_CRITICAL = 0.2
+MIN_OVERFLOWS = 5
+DECLINE_HALVINGS = 4
+DECLINE_MIN_SHARE = 0.2
+MIN_SCALE = 1.0
+MIN_POINTS = 5
+
+
+@dataclass(frozen=True)
+class ScaleProblem:
+    what: str  # "overflow_rate", "decline", "collapse"
+    severity: str
+    index: int
+    end_index: int
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def calibration_end(log_scale: np.ndarray) -> int:
+    """Index of the first regrowth of the scale (the series length if it never grows)."""
+    grow = np.flatnonzero(np.diff(log_scale) > 0)
+    return int(grow[0]) + 1 if grow.size else log_scale.size
+
+
+def analyse_loss_scale(
+    steps: np.ndarray, scale: np.ndarray, overflow: tuple[np.ndarray, np.ndarray] | None = None
+) -> list[ScaleProblem]:
+    """Problems of one loss-scale series (see module doc).
+
+    `overflow`: (steps, 0/1 flags) when the run logs its overflow flag (a per-step sample is
+    enough: the rate is the share of flagged points); None to estimate from the halvings.
+    """
+    steps = np.asarray(steps, dtype=np.int64)
+    scale = np.asarray(scale, dtype=np.float64)
+    ok = np.isfinite(scale) & (scale > 0)
+    collapsed_to_zero = bool(np.any(np.isfinite(scale) & (scale <= 0)))
+    if ok.sum() < MIN_POINTS or (np.ptp(scale[ok]) == 0 and not collapsed_to_zero):
+        return []
+    log_scale = np.full(scale.shape, np.nan)
+    log_scale[ok] = np.log2(scale[ok])
+    log_scale = _forward_fill(log_scale)
+    problems: list[ScaleProblem] = []
+    calib = calibration_end(log_scale)
+    never_regrew = calib >= scale.size
+    # overflows are counted after calibration: after the first regrowth, or without regrowth after
+    # the initial run of back-to-back halvings
+    counted_from = _settled(log_scale) if never_regrew else calib
+    counted_from = min(counted_from, scale.size - 1)
+    overflows, rate, first_overflow = _overflow_rate(steps, log_scale, counted_from, overflow)
+    if overflows >= MIN_OVERFLOWS and rate >= OVERFLOW_RATE_WARNING and first_overflow is not None:
+        problems.append(
+            ScaleProblem(
+                "overflow_rate",
+                "critical" if rate >= OVERFLOW_RATE_CRITICAL else "warning",
+                min(first_overflow, scale.size - 1),
+                scale.size - 1,
+                {"overflows": overflows, "steps": int(steps[-1] - steps[counted_from]), "skip_rate": rate},
+            )
+        )
+    top = float(np.max(log_scale))
+    at_min = log_scale <= np.log2(MIN_SCALE)
+    if collapsed_to_zero or (at_min.any() and top > np.log2(MIN_SCALE)):
+        index = int(np.argmax(~ok)) if collapsed_to_zero else int(np.argmax(at_min))
+        problems.append(
+            ScaleProblem(
+                "collapse",
+                "critical",
+                index,
+                scale.size - 1,
+                {"min_scale": float(2.0 ** np.min(log_scale)), "max_scale": 2.0**top},
+            )
+        )
+        return problems
+    decline = _steady_decline(steps, log_scale, counted_from)
+    if decline is not None:
+        problems.append(decline)
+    return problems
+
+
+def _overflow_rate(steps, log_scale, counted_from, overflow) -> tuple[int, float, int | None]:
+    """(overflows, overflows per step, index of the first counted one) after `counted_from`."""
+    if overflow is not None:
+        flag_steps, flags = (np.asarray(a) for a in overflow)
+        after = flag_steps > steps[counted_from]
+        flagged = flag_steps[after][flags[after] > 0]
+        rate = flagged.size / max(1, int(after.sum()))  # flags are a per-step sample
+        first = int(np.searchsorted(steps, flagged[0])) if flagged.size else None
+        return int(flagged.size), rate, first
+    halvings = np.round(np.maximum(0.0, -np.diff(log_scale)))[counted_from:]
+    span = max(1, int(steps[-1] - steps[counted_from]))
+    hits = np.flatnonzero(halvings > 0)
+    first = counted_from + int(hits[0]) + 1 if hits.size else None
+    return int(halvings.sum()), float(halvings.sum() / span), first
+
+
+def _settled(log_scale: np.ndarray) -> int:
+    """Without regrowth: where the initial run of back-to-back halvings ends."""
+    drops = np.diff(log_scale) < 0
+    i = 0
+    while i < drops.size and drops[i]:
+        i += 1
+    return i
+
+
+def _steady_decline(steps, log_scale, counted_from) -> ScaleProblem | None:
+    grows = np.flatnonzero(np.diff(log_scale) > 0)
+    last_growth = max(int(grows[-1]) + 1 if grows.size else 0, counted_from)
+    tail = log_scale[last_growth:]
+    if tail.size < 2:
+        return None
+    fell = float(tail[0] - tail[-1])
+    drop_points = np.flatnonzero(np.diff(tail) < 0)
+    if fell < DECLINE_HALVINGS or drop_points.size < 2:
+        return None
+    first = last_growth + int(drop_points[0]) + 1
+    last = last_growth + int(drop_points[-1]) + 1
+    run_span = max(1, int(steps[-1] - steps[0]))
+    if (steps[last] - steps[first]) < DECLINE_MIN_SHARE * run_span:
+        return None
+    return ScaleProblem(
+        "decline",
+        "warning",
+        first,
+        log_scale.size - 1,
+        {
+            "scale_from": float(2.0 ** tail[0]),
+            "scale_to": float(2.0 ** tail[-1]),
+            "halvings": int(round(fell)),
+            "regrowths": int(grows.size),
+        },
+    )
+
+
+def _forward_fill(values: np.ndarray) -> np.ndarray:
+    out = values.copy()
+    for i in range(1, out.size):
+        if np.isnan(out[i]):
+            out[i] = out[i - 1]
+    if np.isnan(out[0]):
+        first = np.flatnonzero(~np.isnan(out))
+        if first.size:
+            out[: first[0]] = out[first[0]]
+    return out

@@ -1,0 +1,263 @@
+"""The logged learning rate against what a warm-up plus decay schedule can do.
+
+A schedule rises during warm-up and then never rises again (constant, linear, cosine, step,
+exponential, inverse-sqrt and warm-up-stable-decay all share this). So the problems are
+model-free and exact on the logged values, which carry no noise:
+
+* rise outside warm-up: after the warm-up peak, the rate goes up by more than `RISE_TOLERANCE`.
+  A rise back to the peak (or a repeated warm-up starting from the first logged rate) is a
+  *reset*: the scheduler restarted, typically because a resume restored the weights but not the
+  scheduler state; it is tied to the resume when the logs show one at that step. Any other rise
+  is a *jump*. Two or more evenly spaced restarts without a resume are a cyclic schedule
+  (SGDR) and are only described.
+* zero too early: the rate is `ZERO_SHARE_OF_PEAK` of its peak or less for
+  `ZERO_MIN_SHARE` of the post-warm-up points before the last `TAIL_SHARE` of the run: those steps
+  cost compute and train nothing (critical).
+* floor too early: a decaying schedule reaches its final value and then sits there for more than
+  `EARLY_FLOOR_SHARE` of the post-warm-up steps (`STEP_EARLY_FLOOR_SHARE` when the decay came in a
+  few discrete drops, since step schedules plan long final plateaus). The usual cause is a schedule
+  that runs too fast: stepped per micro-batch or per device instead of per optimizer step, or
+  configured with a total-steps count smaller than the run's.
+
+The shape itself is fitted for context (`fit_shape`): least squares of the normalised decay part
+against linear, cosine, exponential and inverse-sqrt curves, with constant, step and WSD
+recognised from the plateaus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+RISE_TOLERANCE = 0.02  # relative increase over the lowest rate since the peak; fp32 noise is 1e-7
+RESET_PEAK_SHARE = 0.9  # a rise back to 90% of the peak is a restart of the schedule
+ZERO_SHARE_OF_PEAK = 1e-6
+ZERO_MIN_SHARE = 0.1
+TAIL_SHARE = 0.1
+EARLY_FLOOR_SHARE = 0.5
+STEP_EARLY_FLOOR_SHARE = 0.75
+FLOOR_BAND = 0.01  # within 1% of the decay range above the floor counts as "at the floor"
+MIN_DECAY_RATIO = 1.5  # peak / floor; below it the rate is effectively constant
+MIN_POINTS = 5
+MAX_STEP_LEVELS = 8
+
+
+@dataclass(frozen=True)
+class LrProblem:
+    what: str  # "reset", "jump", "zero", "early_floor"
+    severity: str
+    index: int
+    end_index: int
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LrAnalysis:
+    shape: str  # "constant", "linear", "cosine", "step", "wsd", "exponential", "inverse_sqrt", "cyclic"
+    warmup_end_index: int
+    peak: float
+    floor: float
+    problems: list[LrProblem] = field(default_factory=list)
+
+
+def warmup_end(lr: np.ndarray) -> int:
+    """Index of the first point of the initial non-decreasing stretch that reaches its top."""
+    rel = np.diff(lr) < -1e-6 * np.maximum(np.abs(lr[:-1]), 1e-30)
+    stop = int(np.argmax(rel)) if rel.any() else lr.size - 1
+    top = lr[: stop + 1].max()
+    return int(np.argmax(lr[: stop + 1] >= top * (1 - 1e-6)))
+
+
+def _rises(lr: np.ndarray, start: int) -> list[tuple[int, int, float]]:
+    """(first index, last index, low before it) of each rise above the running low after `start`."""
+    rises = []
+    low = lr[start]
+    i = start + 1
+    while i < lr.size:
+        if lr[i] > low * (1 + RISE_TOLERANCE) and lr[i] - low > 1e-12:
+            j = i
+            while j + 1 < lr.size and lr[j + 1] >= lr[j] * (1 - 1e-6):
+                j += 1
+            rises.append((i, j, float(low)))
+            low = lr[j]
+            i = j + 1
+            continue
+        low = min(low, lr[i])
+        i += 1
+    return rises
+
+
+def _near_resume(steps: np.ndarray, index: int, resume_steps: np.ndarray) -> bool:
+    if resume_steps.size == 0:
+        return False
+    gap = np.median(np.diff(steps)) if steps.size > 1 else 1
+    lo = steps[max(0, index - 1)] - gap
+    hi = steps[index] + gap
+    return bool(np.any((resume_steps >= lo) & (resume_steps <= hi)))
+
+
+def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps=()) -> LrAnalysis | None:
+    """Fit and check one learning-rate series (see module doc); `resume_steps` are logged resumes."""
+    steps = np.asarray(steps, dtype=np.int64)
+    lr = np.asarray(lr, dtype=np.float64)
+    ok = np.isfinite(lr)
+    steps, lr = steps[ok], lr[ok]
+    if lr.size < MIN_POINTS:
+        return None
+    resumes = np.asarray(list(resume_steps), dtype=np.int64)
+    peak = float(lr.max())
+    if peak <= 0:
+        return LrAnalysis(
+            "constant", 0, peak, peak, [LrProblem("zero", "critical", 0, lr.size - 1, {"lr": peak})]
+        )
+    warm = warmup_end(lr)
+    problems: list[LrProblem] = []
+    rises = _rises(lr, warm)
+    warm_peak = float(lr[warm])
+    restarts = [
+        r
+        for r in rises
+        if abs(lr[r[1]] - warm_peak) <= (1 - RESET_PEAK_SHARE) * warm_peak
+        or (warm > 0 and r[2] <= lr[0] * 1.5)
+    ]
+    cyclic = (
+        len(restarts) >= 2
+        and not any(_near_resume(steps, r[0], resumes) for r in restarts)
+        and _even([warm] + [r[0] for r in restarts])
+    )
+    if not cyclic:
+        for first, last, low in rises:
+            restart = (first, last, low) in restarts
+            resumed = _near_resume(steps, first, resumes)
+            problems.append(
+                LrProblem(
+                    "reset" if restart else "jump",
+                    "warning",
+                    first,
+                    last,
+                    {
+                        "lr_before": low,
+                        "lr_after": float(lr[last]),
+                        "warmup_peak_lr": warm_peak,
+                        "after_resume": resumed,
+                    },
+                )
+            )
+    segment_end = rises[0][0] if rises and not cyclic else lr.size
+    decay = lr[warm:segment_end]
+    floor = float(decay.min())
+    problems += _zero_problems(lr, warm, peak)
+    shape = "cyclic" if cyclic else fit_shape(decay)
+    if not any(p.what == "zero" for p in problems):
+        early = _early_floor(steps, lr, warm, segment_end, peak, floor, shape)
+        if early is not None:
+            problems.append(early)
+    return LrAnalysis(shape, warm, peak, floor, problems)
+
+
+def _even(starts: list[int]) -> bool:
+    gaps = np.diff(starts)
+    return gaps.size >= 2 and gaps.min() >= 0.7 * gaps.max()
+
+
+def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[LrProblem]:
+    zero = lr <= ZERO_SHARE_OF_PEAK * peak
+    zero[: warm + 1] = False
+    post = lr.size - warm
+    if post <= 0 or not zero.any():
+        return []
+    first = int(np.argmax(zero))
+    tail_start = lr.size - max(1, int(np.ceil(TAIL_SHARE * post)))
+    if first >= tail_start or zero.sum() < max(2, ZERO_MIN_SHARE * post):
+        return []
+    return [
+        LrProblem(
+            "zero",
+            "critical",
+            first,
+            lr.size - 1,
+            {"zero_points": int(zero.sum()), "share_of_run": float(zero.sum() / post), "peak_lr": peak},
+        )
+    ]
+
+
+def _early_floor(steps, lr, warm, end, peak, floor, shape) -> LrProblem | None:
+    if floor <= 0 or peak / floor < MIN_DECAY_RATIO or end - warm < MIN_POINTS:
+        return None
+    band = floor + FLOOR_BAND * (peak - floor)
+    at_floor = lr[warm:end] <= band
+    # the first point from which the rate stays at the floor
+    not_floor = np.flatnonzero(~at_floor)
+    first = warm + (int(not_floor[-1]) + 1 if not_floor.size else 0)
+    if first >= end:
+        return None
+    span = steps[end - 1] - steps[warm]
+    held = steps[end - 1] - steps[first]
+    limit = STEP_EARLY_FLOOR_SHARE if shape == "step" else EARLY_FLOOR_SHARE
+    if span <= 0 or held / span <= limit:
+        return None
+    return LrProblem(
+        "early_floor",
+        "warning",
+        first,
+        end - 1,
+        {
+            "floor_lr": floor,
+            "peak_lr": peak,
+            "share_at_floor": float(held / span),
+            "decay_steps": int(steps[first] - steps[warm]),
+            "speedup_estimate": float(span / max(1, steps[first] - steps[warm])),
+        },
+    )
+
+
+def fit_shape(decay: np.ndarray) -> str:
+    """Name of the decay shape of the non-increasing part that follows warm-up."""
+    if decay.size < 3:
+        return "constant"
+    peak, floor = float(decay[0]), float(decay.min())
+    if peak <= 0 or floor / peak > 1 / MIN_DECAY_RATIO and np.ptp(decay) <= 0.01 * peak:
+        return "constant"
+    if np.ptp(decay) <= 1e-6 * peak:
+        return "constant"
+    drops = -np.diff(decay)
+    total = decay[0] - decay[-1] if decay[-1] < decay[0] else np.ptp(decay)
+    big = drops > 0.05 * total
+    levels = 1 + int(big.sum())
+    if levels <= MAX_STEP_LEVELS and drops[big].sum() >= 0.9 * total and np.mean(drops <= 1e-9 * peak) > 0.5:
+        return "step"
+    stable = decay >= peak * (1 - 1e-4)
+    stable_len = int(np.argmin(stable)) if not stable.all() else decay.size
+    if stable_len >= 0.2 * decay.size and stable_len < decay.size:
+        return "wsd"
+    x = np.linspace(0.0, 1.0, decay.size)
+    y = (decay - floor) / (peak - floor)
+    candidates = {
+        "linear": 1 - x,
+        "cosine": 0.5 * (1 + np.cos(np.pi * x)),
+        "exponential": _fitted_exponential(x, y),
+        "inverse_sqrt": _fitted_inverse_sqrt(x, y),
+    }
+    errors = {name: float(np.mean((y - curve) ** 2)) for name, curve in candidates.items()}
+    return min(errors, key=errors.get)
+
+
+def _fitted_exponential(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    positive = y > 1e-6
+    if positive.sum() < 2:
+        return np.zeros_like(x)
+    rate = -np.polyfit(x[positive], np.log(y[positive]), 1)[0]
+    return np.exp(-max(rate, 0.0) * x)
+
+
+def _fitted_inverse_sqrt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    best, best_err = np.ones_like(x), np.inf
+    for scale in np.geomspace(1e-3, 1e2, 40):
+        curve = 1 / np.sqrt(1 + x / scale)
+        curve = (curve - curve[-1]) / (1 - curve[-1])
+        err = float(np.mean((y - curve) ** 2))
+        if err < best_err:
+            best, best_err = curve, err
+    return best
