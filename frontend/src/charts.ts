@@ -36,7 +36,14 @@ export function stepAxisValues(_u: uPlot, splits: number[]): string[] {
 }
 
 export function valueAxisValues(_u: uPlot, splits: number[]): string[] {
-  return splits.map((v) => formatNumber(v));
+  return splits.map(formatTick);
+}
+
+/** Axis ticks: short, with exponents trimmed (`5e-4`, not `5.00e-4`). */
+export function formatTick(value: number): string {
+  const magnitude = Math.abs(value);
+  if (magnitude !== 0 && (magnitude >= 1e5 || magnitude < 1e-3)) return Number(value.toExponential(2)).toExponential();
+  return Number(value.toPrecision(4)).toString();
 }
 
 /** Pixel width of a chart body, the number of buckets worth requesting. */
@@ -145,6 +152,8 @@ export class EnvelopeChart implements GroupMember {
     this.nonfinite = data.nonfinite.map((p) => p.step);
     this.card.root.dataset.points = String(data.total_points);
     this.card.root.dataset.buckets = String(data.steps.length);
+    const peak = data.max.reduce<number | null>((a, v) => (v !== null && (a === null || v > a) ? v : a), null);
+    this.card.root.dataset.max = peak === null ? '' : String(peak);
     if (data.steps.length === 0 && data.nonfinite.length === 0) {
       this.card.setState('empty', 'noData');
     } else {
@@ -171,7 +180,7 @@ export class EnvelopeChart implements GroupMember {
       },
       axes: [
         {values: stepAxisValues, size: 30, gap: 2},
-        {values: valueAxisValues, size: 56, gap: 2},
+        {values: valueAxisValues, size: 60, gap: 2},
       ],
       series: [
         {label: t('step'), value: (_u, v) => formatStep(v)},
@@ -216,9 +225,9 @@ export function drawMarkers(u: uPlot, markers: Marker[]): void {
   for (const marker of markers) {
     const color = SEVERITY_COLORS[marker.severity] ?? SEVERITY_COLORS.info;
     const x0 = u.valToPos(marker.step, 'x', true);
-    if (marker.endStep !== undefined && marker.endStep > marker.step) {
+    if (marker.active && marker.endStep !== undefined && marker.endStep > marker.step) {
       const x1 = u.valToPos(marker.endStep, 'x', true);
-      ctx.fillStyle = `${color}${marker.active ? '40' : '1f'}`;
+      ctx.fillStyle = `${color}30`;
       ctx.fillRect(x0, bbox.top, Math.max(1, x1 - x0), bbox.height);
     }
     ctx.strokeStyle = color;

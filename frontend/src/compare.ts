@@ -121,7 +121,7 @@ class CompareChart implements GroupMember {
           scales: {x: {time: false, range: xRange(this.group)}},
           axes: [
             {values: stepAxisValues, size: 30, gap: 2},
-            {values: valueAxisValues, size: 56, gap: 2},
+            {values: valueAxisValues, size: 60, gap: 2},
           ],
           series,
           hooks: {...groupHooks(this.group, this.card.root), draw: [() => this.drawn()]},

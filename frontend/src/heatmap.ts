@@ -13,8 +13,9 @@ import {el} from './dom';
 import {formatNumber, formatStep} from './format';
 import {bindText} from './i18n';
 
-const ROW_PX = 9;
-const MIN_HEIGHT = 140;
+const ROW_PX = 10;
+const LABEL_PX = 13;
+const MIN_HEIGHT = 150;
 const MAX_HEIGHT = 420;
 
 /** `model.layers.3.attention.wq.weight` -> `layers.3.attention.wq` (enough to tell rows apart). */
@@ -154,7 +155,7 @@ export class GradientHeatmap implements GroupMember {
   /** Row centres to label: every row when they fit, else evenly thinned. */
   private layerSplits(): number[] {
     const n = this.data?.layers.length ?? 0;
-    const every = Math.max(1, Math.ceil((n * 11) / Math.max(1, this.height() - 40)));
+    const every = Math.max(1, Math.ceil((n * LABEL_PX) / Math.max(1, this.height() - 40)));
     const splits: number[] = [];
     for (let i = 0; i < n; i += every) splits.push(n - i - 0.5);
     return splits;

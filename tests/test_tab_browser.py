@@ -1,0 +1,262 @@
+"""The Health tab in real headless Chromium against a real `tensorboard` process and real logs.
+
+One TensorBoard and one browser serve the whole module (starting them costs most of the time);
+each test opens the tab afresh. Screenshots go to `test-artifacts/`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+from tests.browser import HealthTab, browser_page, chromium_path
+from tests.eventlogs import WALL_TIME_START, write_scalars
+from tests.tensorboard_server import get_json, running_tensorboard
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (apt-get install -y chromium)"),
+]
+
+XSS_RUN = "<img src=x onerror=alert(1)>"
+STEPS = 3000
+SPIKE_STEP = 1500
+LAYERS = 8
+
+
+def write_logs(root) -> None:
+    steps = np.arange(STEPS)
+    rng = np.random.default_rng(0)
+    loss = 3.0 * np.exp(-steps / 800.0) + 0.5 + rng.normal(0, 0.02, STEPS)
+    spiky = loss.copy()
+    spiky[SPIKE_STEP] = 40.0
+    per_layer = {
+        f"grad_norm/model.layers.{i}.attention.wq.weight": (steps[::5], 10.0 ** (i - LAYERS) * (1 + rng.random(STEPS // 5)))
+        for i in range(LAYERS)
+    }
+    write_scalars(
+        root / "spiky",
+        {
+            "train/loss": (steps, spiky),
+            "train/lr": (steps, np.minimum(1e-3, (steps + 1) * 1e-6)),
+            "train/grad_norm": (steps, 1.0 + 0.1 * rng.random(STEPS)),
+            "train/throughput": (steps, 900 + rng.normal(0, 5, STEPS)),
+            **per_layer,
+        },
+    )
+    write_scalars(root / "exp" / "rank_0", {"train/loss": (steps, loss), "train/lr": (steps, np.full(STEPS, 1e-3))})
+    write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02)})
+    write_scalars(root / "growing", {"train/loss": (steps[:1000], loss[:1000])})
+    write_scalars(root / XSS_RUN, {"loss": (steps, loss)})
+
+
+def append_scalars(run_dir, tag: str, steps, values) -> None:
+    """Append events to the run's existing event file, as a training process keeps doing."""
+    (path,) = sorted(run_dir.glob("events.out.tfevents.*"))
+    with open(path, "ab") as stream:
+        writer = RecordWriter(stream)
+        for step, value in zip(steps, values, strict=True):
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
+            event = Event(wall_time=WALL_TIME_START + int(step), step=int(step), summary=summary)
+            writer.write(event.SerializeToString())
+        writer.flush()
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tab-logs")
+    write_logs(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tensorboard(logdir):
+    with running_tensorboard(logdir) as base:
+        get_json(base + "/data/plugin/health/runs", timeout=120)  # warm the analysis cache
+        yield base
+
+
+@pytest.fixture()
+def page():
+    with browser_page() as page:
+        dialogs: list[str] = []
+        errors: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.dialogs, page.errors = dialogs, errors
+        yield page
+
+
+def overview_runs(tab: HealthTab) -> list[str]:
+    tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length > 0")
+    return tab.eval("w => [...w.document.querySelectorAll('tr.run-row')].map(r => r.dataset.run)")
+
+
+def open_run(tab: HealthTab, run: str) -> None:
+    tab.frame.locator("tr.run-row", has=tab.page.locator(f'a.run-link:text-is("{run}")')).locator("a.run-link").click()
+    tab.wait_until("w => w.document.body.dataset.chartsDrawnMs")
+
+
+def chart(tab: HealthTab, name: str) -> dict:
+    return tab.eval("(w, name) => ({...w.document.querySelector(`[data-chart='${name}']`).dataset})", name)
+
+
+def test_overview_lists_every_run_as_tensorboard_names_it(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    runs = overview_runs(tab)
+    assert sorted(runs) == sorted(get_json(tensorboard + "/data/runs"))
+    assert XSS_RUN in runs
+    job = tab.eval("w => w.document.querySelector('tr.job-row').dataset.job")
+    assert job == "exp"
+    chips = tab.eval(
+        "w => [...w.document.querySelectorAll(`tr.run-row[data-run='spiky'] .chip`)].map(c => c.textContent)"
+    )
+    assert {"loss", "learning rate", "gradient norm", "throughput"} <= set(chips)
+    status = tab.eval("w => w.document.querySelector(`tr.run-row[data-run='spiky']`).dataset.status")
+    assert status in {"warning", "critical"}
+    tab.screenshot("overview")
+
+
+def test_run_names_are_text_never_html(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    link_text = tab.eval(
+        "(w, run) => [...w.document.querySelectorAll('a.run-link')].find(a => a.textContent === run)?.textContent", XSS_RUN
+    )
+    assert link_text == XSS_RUN
+    open_run(tab, XSS_RUN)
+    assert tab.eval("w => w.document.querySelector('.run-title').textContent") == XSS_RUN
+    time.sleep(0.5)
+    assert tab.eval("w => w.document.querySelectorAll('img').length") == 0
+    assert page.dialogs == []
+    assert page.errors == []
+
+
+def test_run_view_draws_every_chart_and_the_heatmap(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "spiky")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready'")
+    for name in ("loss", "lr", "grad_norm", "throughput"):
+        assert chart(tab, name)["state"] == "ready", name
+    assert chart(tab, "loss_scale")["state"] == "empty"
+    assert float(chart(tab, "loss")["max"]) == 40.0  # the one-step spike survives downsampling
+    heatmap = chart(tab, "heatmap")
+    assert int(heatmap["layers"]) == LAYERS
+    # The heatmap canvas is painted with many distinct colours (one per depth decade).
+    colours = tab.eval(
+        """w => {
+          const canvas = w.document.querySelector(`[data-chart='heatmap'] canvas`);
+          const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+          const seen = new Set();
+          for (let i = 0; i < pixels.length; i += 4 * 97) if (pixels[i + 3] > 0) seen.add(pixels[i] + ',' + pixels[i + 1] + ',' + pixels[i + 2]);
+          return seen.size;
+        }"""
+    )
+    assert colours >= LAYERS
+    # One cursor: hovering the loss chart moves the cursor of the learning-rate chart.
+    box = tab.frame.locator("[data-chart='loss'] .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
+    tab.wait_until("w => w.document.querySelector(`[data-chart='lr'] .u-legend .u-value`)?.textContent !== '—'", timeout_s=5)
+    tab.screenshot("run-view")
+
+
+def test_clicking_a_finding_zooms_every_chart_to_it(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "spiky")
+    steps = tab.wait_until(
+        "w => [...w.document.querySelectorAll('li.finding')].map(f => [f.dataset.kind, Number(f.dataset.step)])"
+    )
+    spikes = [step for kind, step in steps if kind == "loss_spike"]
+    if not spikes:
+        pytest.skip(f"the loss-spike detector reported nothing here yet (findings: {steps})")
+    assert any(abs(step - SPIKE_STEP) <= 2 for step in spikes)
+    tab.frame.locator(f"li.finding[data-kind='loss_spike'][data-step='{spikes[0]}']").click()
+    tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom")
+    tab.wait_until("w => [...w.document.querySelectorAll('.run-view [data-chart]:not([data-state=empty])')].every(c => c.dataset.state === 'ready')")
+    for name in ("loss", "lr", "grad_norm", "throughput", "heatmap"):
+        xmin, xmax = int(chart(tab, name)["xmin"]), int(chart(tab, name)["xmax"])
+        assert xmin <= spikes[0] <= xmax, name
+        assert xmax - xmin < STEPS / 4, name
+    # the zoomed data came from the server again, from the full data: the spike is still there
+    assert float(chart(tab, "loss")["max"]) == 40.0
+    assert tab.eval("w => w.document.querySelector('li.finding.active').dataset.kind") == "loss_spike"
+    tab.screenshot("finding-zoom")
+    tab.frame.get_by_role("button", name="Reset zoom").click()
+    tab.wait_until("w => !w.document.querySelector('.run-view').dataset.zoom")
+    assert int(chart(tab, "loss")["xmax"]) - int(chart(tab, "loss")["xmin"]) >= STEPS - 2
+
+
+def test_a_run_appended_to_while_open_updates_and_keeps_selection(tensorboard, page, logdir):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    tab.frame.locator("tr.run-row[data-run='exp/rank_0'] input[type=checkbox]").check()
+    open_run(tab, "growing")
+    assert chart(tab, "loss")["xmax"] == "999"
+    steps = np.arange(1000, 2000)
+    append_scalars(logdir / "growing", "train/loss", steps, 1.0 + 0.0 * steps)
+    tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`).dataset.xmax === '1999'", timeout_s=40)
+    assert "1,999" in tab.eval("w => w.document.querySelector('.run-header').textContent")
+    tab.frame.locator("button.tab[data-view='overview']").click()
+    last_step = tab.eval("w => w.document.querySelector(`tr.run-row[data-run='growing'] td.num`).textContent")
+    assert last_step == "1,999"
+    assert tab.frame.locator("tr.run-row[data-run='exp/rank_0'] input[type=checkbox]").is_checked()
+
+
+def test_overview_sorts_and_filters(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    tab.frame.locator("input.name-filter").fill("rank")
+    assert overview_runs(tab) == ["exp/rank_0", "exp/rank_1"]
+    tab.frame.locator("input.name-filter").fill("")
+    tab.frame.locator("th[data-sort='last_step']").click()  # descending first
+    runs = overview_runs(tab)
+    assert runs.index("growing") == len(runs) - 1 or runs[-1] == "growing"
+    tab.frame.locator("th[data-sort='status']").click()
+    status = tab.eval("w => w.document.querySelector('tr.run-row').dataset.status")
+    assert status == "critical" or status == "warning"
+    spiky_status = tab.eval("w => w.document.querySelector(`tr.run-row[data-run='spiky']`).dataset.status")
+    tab.frame.locator("select.input").first.select_option(spiky_status)
+    assert "spiky" in overview_runs(tab)
+    assert all(
+        s == spiky_status for s in tab.eval("w => [...w.document.querySelectorAll('tr.run-row')].map(r => r.dataset.status)")
+    )
+
+
+def test_compare_shows_runs_side_by_side_and_marks_the_best(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    for run in ("exp/rank_0", "exp/rank_1"):
+        tab.frame.locator(f"tr.run-row[data-run='{run}'] input[type=checkbox]").check()
+    tab.frame.locator("button.primary").click()
+    tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'")
+    rows = tab.eval("w => [...w.document.querySelectorAll('.compare-table tbody tr')].map(r => r.dataset.run)")
+    assert rows == ["exp/rank_0", "exp/rank_1"]
+    legend = tab.eval("w => [...w.document.querySelectorAll(`[data-chart='compare-loss'] .u-legend .u-label`)].map(l => l.textContent)")
+    assert {"exp/rank_0", "exp/rank_1"} <= set(legend)
+    best = tab.wait_until("w => w.document.querySelector('.compare-table tr.best-row')?.dataset.run")
+    assert best == "exp/rank_0"  # rank_1 logs a 2% higher loss
+    tab.screenshot("compare")
+
+
+def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard):
+    with browser_page(locale="zh-CN") as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        assert tab.eval("w => w.document.querySelector('.brand').textContent") == "训练健康"
+        tab.frame.locator("button.lang[data-lang='en']").click()
+        assert tab.eval("w => w.document.querySelector('.brand').textContent") == "Training health"
+        assert tab.eval("w => w.localStorage.getItem('tb-health.lang')") == "en"
+        tab.open()
+        overview_runs(tab)
+        assert tab.eval("w => w.document.querySelector('.brand').textContent") == "Training health"
+        tab.frame.locator("button.lang[data-lang='zh']").click()
+        header = tab.eval("w => w.document.querySelector('.runs-table thead').textContent")
+        assert "运行" in header and "状态" in header
+        tab.screenshot("overview-zh")
