@@ -138,14 +138,14 @@ class HealthMonitor(Callback):
     @never_raises
     def on_train_begin(self, run_context) -> None:
         cb_params = run_context.original_args()
-        self._optimizer = getattr(cb_params, "optimizer", None) or getattr(cb_params.train_network, "optimizer", None)
+        self._optimizer = field(cb_params, "optimizer") or getattr(cb_params.train_network, "optimizer", None)
         self._health_cell = find_cell(cb_params.train_network, TrainOneStepWithHealth)
         parameters = self._optimizer.parameters if self._optimizer is not None else cb_params.train_network.trainable_params()
         options = dict(self._options)
         if options["batch_size"] is None:
             options["batch_size"] = dataset_batch_size(cb_params)
         self.health = HealthLogger(**options, parameters=named_parameters(parameters))
-        self._last_step = int(getattr(cb_params, "cur_step_num", 0) or 0)
+        self._last_step = int(field(cb_params, "cur_step_num") or 0)
         self._on_begin(cb_params)
 
     @never_raises
@@ -156,7 +156,7 @@ class HealthMonitor(Callback):
         step = int(cb_params.cur_step_num)
         steps_done = max(step - self._last_step, 1)
         self._last_step = step
-        if getattr(cb_params, "dataset_sink_mode", False) and steps_done > 1:
+        if field(cb_params, "dataset_sink_mode") and steps_done > 1:
             self.health.note(step, SINK_NOTE.format(n=steps_done))
         values = self.step_values(cb_params, step)
         self.health.log_step(step, steps_done=steps_done, **values)
@@ -167,9 +167,11 @@ class HealthMonitor(Callback):
     @never_raises
     def on_eval_end(self, run_context) -> None:
         cb_params = run_context.original_args()
-        results = getattr(cb_params, "eval_results", None)
+        results = field(cb_params, "eval_results")
         if self.health is not None and isinstance(results, dict):
-            self.health.log_eval(self._last_step, results)
+            # Model.fit reports {"<metric>": ..., "eval_loss": ...}: log eval/<metric>, eval/loss
+            metrics = {name.removeprefix("eval_"): value for name, value in results.items()}
+            self.health.log_eval(self._last_step, metrics)
 
     @never_raises
     def on_train_epoch_end(self, run_context) -> None:
@@ -217,6 +219,14 @@ class HealthMonitor(Callback):
                 logger.warning("tb-health: closing the health logs failed: %s", error)
 
 
+def field(cb_params, name: str) -> Any:
+    """A `cb_params` field or None (MindSpore's params raise KeyError for missing fields)."""
+    try:
+        return getattr(cb_params, name)
+    except (AttributeError, KeyError):
+        return None
+
+
 def find_cell(cell, cell_type):
     """The first cell of `cell_type` in `cell` or its sub-cells (wrappers may surround it)."""
     if isinstance(cell, cell_type):
@@ -230,7 +240,7 @@ def find_cell(cell, cell_type):
 
 
 def dataset_batch_size(cb_params) -> int | None:
-    dataset = getattr(cb_params, "train_dataset", None)
+    dataset = field(cb_params, "train_dataset")
     try:
         size = int(dataset.get_batch_size()) if dataset is not None else None
     except Exception:
