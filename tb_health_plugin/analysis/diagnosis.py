@@ -1,10 +1,264 @@
-"""Joins findings across signals into a likely cause (filled in by the diagnosis work)."""
+"""The likely cause of each finding, from what the other series did at the same steps.
+
+A finding says what went wrong in one series; this module looks at the others around its step
+and adds the most likely cause and what to try, in the message and in the evidence
+(`cause`: a short code, `cause_detail`: the sentence, `related`: the numbers it rests on):
+
+* loss spike / divergence: a gradient-norm spike together with a loss-scale drop or an overflow
+  flag -> mixed-precision overflow; a learning-rate rise at that step -> the schedule; a
+  gradient-norm spike alone -> an unstable update; gradients that stayed normal -> the data of
+  that step (a large loss on a batch normally comes with a large gradient; when it does not,
+  the batch itself is odd, e.g. mislabelled or corrupt).
+* non-finite values: which series went NaN/Inf first (a parameter's or the global gradient norm
+  before the loss -> the backward pass overflowed; the loss first or at the same step -> the
+  forward pass or the loss itself).
+* exploding gradients: at a learning-rate rise, or as the rate reaches its warm-up peak.
+* vanishing gradients and stalls: a learning rate at zero or its floor, exactly-zero gradients.
+
+A "spike" of a related series is a window maximum `SPIKE_FACTOR` (3x) above the median of the
+`BASELINE_POINTS` points before it; the window is the finding's steps widened by one logging
+interval of that series on each side.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.series import ScalarSeries
+
+SPIKE_FACTOR = 3.0
+BASELINE_POINTS = 20
+LR_RISE = 1.2
+LR_IDLE_SHARE = 0.01
+MARK = "Likely cause:"
+
+CAUSES: dict[str, tuple[str, str]] = {
+    "mixed_precision_overflow": (
+        "the gradient norm spiked and the loss scale dropped at the same steps, a mixed-precision overflow",
+        "clip gradients, lower the learning rate, or keep softmax/normalisation/loss in fp32 (or use bf16)",
+    ),
+    "lr_change": (
+        "the learning rate rose at the same steps",
+        "fix the schedule (or restore the scheduler state on resume)",
+    ),
+    "unstable_update": (
+        "the gradient norm spiked with the loss, an update too large for the loss surface",
+        "clip the gradient norm, lower the peak learning rate or lengthen warm-up",
+    ),
+    "data": (
+        "the gradients stayed normal, so the batch of that step is the likely culprit (corrupt, "
+        "mislabelled or out-of-distribution samples)",
+        "inspect the samples of that step and filter or reshuffle the data",
+    ),
+    "backward_overflow": (
+        "non-finite values appeared first in the gradients and only later in the loss, an overflow in "
+        "the backward pass",
+        "clip gradients, lower the learning rate, or use loss scaling / bf16",
+    ),
+    "forward_nonfinite": (
+        "non-finite values appeared first in the loss (no earlier gradient blow-up), so the forward "
+        "pass or the loss produced them",
+        "check that step's inputs for NaN/Inf and guard log/division/softmax with an epsilon or fp32",
+    ),
+    "lr_peak": (
+        "the gradients blew up as the learning rate reached its peak",
+        "lower the peak learning rate, lengthen warm-up and clip the gradient norm",
+    ),
+    "lr_at_floor": (
+        "the learning rate is at zero or its floor at these steps",
+        "check the schedule's total/decay steps",
+    ),
+    "dead_gradients": (
+        "the gradients are exactly zero: dead ReLUs or a graph detached from the loss",
+        "check that the loss depends on these parameters; use LeakyReLU/GELU or a lower learning rate",
+    ),
+    "vanishing_gradients": (
+        "the gradients vanished before the loss stopped improving",
+        "fix the vanishing gradients first (activations, normalisation, initialisation)",
+    ),
+    "exploding_gradients": (
+        "the gradients exploded at the same time",
+        "clip the gradient norm and lower the learning rate",
+    ),
+}
 
 
 def explain(findings: list[Finding], signals: RunSignals) -> list[Finding]:
-    return findings
+    """The findings with their most likely cause added (see module doc); order is kept."""
+    out = []
+    for finding in findings:
+        if MARK in finding.message:
+            out.append(finding)
+            continue
+        cause, related = _cause(finding, findings, signals)
+        out.append(_with_cause(finding, cause, related) if cause else finding)
+    return out
+
+
+def _with_cause(finding: Finding, cause: str, related: dict[str, Any]) -> Finding:
+    detail, advice = CAUSES[cause]
+    evidence = dict(finding.evidence)
+    evidence.update(cause=cause, cause_detail=detail, related=related)
+    evidence.setdefault("advice", advice[0].upper() + advice[1:] + ".")
+    message = f"{finding.message} {MARK} {detail}; try to {advice}."
+    return replace(finding, message=message, evidence=evidence)
+
+
+def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tuple[str | None, dict]:
+    start = finding.step
+    end = finding.end_step if finding.end_step is not None else finding.step
+    if finding.kind in ("loss_spike", "divergence"):
+        return _loss_event_cause(signals, findings, start, end)
+    if finding.kind == "nonfinite":
+        return _nonfinite_cause(signals)
+    if finding.kind == "exploding_gradients":
+        return _exploding_cause(signals, findings, start)
+    if finding.kind == "vanishing_gradients":
+        if finding.evidence.get("zero_share", 0) > 0.5:
+            return "dead_gradients", {"zero_share": finding.evidence["zero_share"]}
+        return _lr_idle(signals, start, end)
+    if finding.kind == "stalled_convergence":
+        cause, related = _lr_idle(signals, start, end)
+        if cause:
+            return cause, related
+        earlier = [f for f in findings if f.kind == "vanishing_gradients" and f.step <= end]
+        if earlier:
+            return "vanishing_gradients", {"vanishing_from_step": min(f.step for f in earlier)}
+        return None, {}
+    if finding.kind == "loss_scale":
+        near = [
+            f
+            for f in findings
+            if f.kind == "exploding_gradients" and abs(f.step - start) <= _gap(signals.loss_scale)
+        ]
+        if near:
+            return "exploding_gradients", {"exploding_from_step": near[0].step}
+    return None, {}
+
+
+def _gap(series: ScalarSeries | None) -> int:
+    if series is None or len(series) < 2:
+        return 1
+    return int(max(1, np.median(np.diff(series.steps))))
+
+
+def _window(series: ScalarSeries | None, start: int, end: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values before the window, values in it), the window widened by one logging interval."""
+    if series is None or not len(series):
+        return None
+    gap = _gap(series)
+    inside = (series.steps >= start - gap) & (series.steps <= end + gap)
+    if not inside.any():
+        return None
+    first = int(np.argmax(inside))
+    before = series.values[max(0, first - BASELINE_POINTS) : first]
+    return before, series.values[inside]
+
+
+def _spike(series: ScalarSeries | None, start: int, end: int) -> tuple[bool | None, float | None]:
+    """(spiked?, window max / baseline median); (None, None) when the series cannot tell."""
+    window = _window(series, start, end)
+    if window is None:
+        return None, None
+    before, inside = window
+    if not np.all(np.isfinite(inside)):
+        return True, float("inf")
+    before = before[np.isfinite(before) & (before > 0)]
+    if before.size < 3:
+        return None, None
+    ratio = float(np.max(inside) / np.median(before))
+    return ratio >= SPIKE_FACTOR, ratio
+
+
+def _dropped(series: ScalarSeries | None, start: int, end: int) -> bool:
+    window = _window(series, start, end)
+    if window is None:
+        return False
+    before, inside = window
+    reference = before[-1] if before.size else inside[0]
+    return bool(np.any(inside < reference))
+
+
+def _lr_rose(signals: RunSignals, findings: list[Finding], start: int, end: int) -> bool:
+    gap = _gap(signals.lr)
+    for f in findings:
+        if f.kind == "lr_schedule" and f.severity != "info" and start - gap <= f.step <= end + gap:
+            return f.evidence.get("what") in ("reset", "jump")
+    return False
+
+
+def _loss_event_cause(signals, findings, start, end) -> tuple[str | None, dict]:
+    grad_series = signals.grad_norm_max or signals.grad_norm
+    spiked, ratio = _spike(grad_series, start, end)
+    related: dict[str, Any] = {"grad_norm_ratio": ratio}
+    scale_drop = _dropped(signals.loss_scale, start, end)
+    overflow = _window(signals.overflow, start, end)
+    overflowed = bool(overflow is not None and np.any(overflow[1] > 0))
+    related.update(loss_scale_dropped=scale_drop, overflow=overflowed)
+    if _lr_rose(signals, findings, start, end):
+        return "lr_change", related
+    if spiked and (scale_drop or overflowed):
+        return "mixed_precision_overflow", related
+    if spiked:
+        return "unstable_update", related
+    if spiked is False:
+        return "data", related
+    return None, related
+
+
+def _first_nonfinite(series: ScalarSeries | None) -> int | None:
+    if series is None or not len(series):
+        return None
+    bad = ~np.isfinite(series.values)
+    return int(series.steps[np.argmax(bad)]) if bad.any() else None
+
+
+def _nonfinite_cause(signals: RunSignals) -> tuple[str | None, dict]:
+    loss_step = _first_nonfinite(signals.loss)
+    grads = {"global": _first_nonfinite(signals.grad_norm)}
+    for param, series in signals.param_grad_norms.items():
+        grads[param] = _first_nonfinite(series)
+    grads = {k: v for k, v in grads.items() if v is not None}
+    related: dict[str, Any] = {"loss_first_nonfinite_step": loss_step}
+    if grads:
+        first_param = min(grads, key=grads.get)
+        related.update(grad_first_nonfinite_step=grads[first_param], first_nonfinite_gradient=first_param)
+    if grads and (loss_step is None or min(grads.values()) < loss_step):
+        return "backward_overflow", related
+    if loss_step is not None:
+        return "forward_nonfinite", related
+    return None, related
+
+
+def _exploding_cause(signals, findings, start) -> tuple[str | None, dict]:
+    gap = _gap(signals.grad_norm)
+    if _lr_rose(signals, findings, start - gap, start + gap):
+        return "lr_change", {}
+    lr = signals.lr
+    if lr is None or not len(lr) or not np.isfinite(lr.values).any():
+        return None, {}
+    position = int(np.clip(np.searchsorted(lr.steps, start, side="right") - 1, 0, len(lr) - 1))
+    peak = float(np.nanmax(lr.values))
+    share = float(lr.values[position] / peak) if peak > 0 else 0.0
+    if share >= 0.9:
+        return "lr_peak", {"lr": float(lr.values[position]), "lr_peak": peak}
+    return None, {}
+
+
+def _lr_idle(signals: RunSignals, start: int, end: int) -> tuple[str | None, dict]:
+    lr = signals.lr
+    if lr is None or not len(lr) or not np.isfinite(lr.values).any():
+        return None, {}
+    peak = float(np.nanmax(lr.values))
+    inside = (lr.steps >= start) & (lr.steps <= end)
+    if peak <= 0 or not inside.any():
+        return None, {}
+    share = float(np.nanmax(lr.values[inside]) / peak)
+    if share <= LR_IDLE_SHARE:
+        return "lr_at_floor", {"lr_share_of_peak": share}
+    return None, {}

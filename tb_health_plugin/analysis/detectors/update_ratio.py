@@ -1,0 +1,158 @@
+"""Weights over time: updates too large, weights that stop changing, drift and saturation.
+
+* update ratio r = ||w_t - w_{t-1}|| / ||w_{t-1}|| (logged by our hooks as `update_ratio/<param>`).
+  A well-tuned optimizer moves a weight matrix by roughly 1e-3 of its norm per step (the common
+  rule of thumb, e.g. in Karpathy's "A Recipe for Training Neural Networks"). The detectors use
+  wide margins around it:
+  - too large: r at or above `LARGE_UPDATE_RATIO` (0.1, each step rewrites a tenth of the
+    weight) sustained for `sustained_length(n)` points after warm-up: the learning rate is far
+    too high for that parameter.
+  - stopped: r at or below `FROZEN_UPDATE_RATIO` (1e-8, under the float32 relative resolution of
+    6e-8, so the stored weight no longer changes) for `sustained_length(n, 0.1)` points, after
+    it had been above it. Not reported while the learning rate is under `LR_IDLE_SHARE` of its
+    peak (the end of a decay to zero is planned) -- the LR check owns that case.
+* Without update ratios, a weight norm repeating exactly (relative change <= `FROZEN_NORM_CHANGE`)
+  over the same number of consecutive logged points is taken as a stopped weight.
+* drift: the rolling-median log10 weight norm moves `DRIFT_DECADES` (10x) away from its level
+  at the end of warm-up and stays there for `sustained_length(n, 0.1)` points. Biases and
+  normalisation gains start at 0 or 1 and legitimately move a lot; they are skipped.
+* saturation (histograms): the share of values in the outer 5% of the histogram's range on
+  either side reaches `SATURATED_EDGE_SHARE` (30%) and three times its post-warm-up level, for
+  `sustained_length(n, 0.1)` points: values pile up against a bound (clipping, quantisation, or
+  a weight pushed to the extremes of a saturating activation). A bell-shaped tensor keeps under
+  1% there and a uniform initialisation about 10%.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.robust_levels import (
+    first_sustained_run,
+    median_window,
+    rolling_median,
+    safe_log10,
+    sustained_length,
+    warmup_points,
+)
+
+LARGE_UPDATE_RATIO = 0.1
+FROZEN_UPDATE_RATIO = 1e-8
+FROZEN_NORM_CHANGE = 1e-12
+LR_IDLE_SHARE = 0.01
+DRIFT_DECADES = 1.0
+SATURATED_EDGE_SHARE = 0.3
+SATURATION_GROWTH = 3.0
+MIN_POINTS = 5
+_NOT_A_MATRIX = re.compile(r"(bias|beta|gamma|norm|ln_|layernorm|\.ln\d*\.|scale)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class WeightEvent:
+    what: str  # "large_updates", "stopped", "drift", "saturation"
+    index: int
+    end_index: int
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def is_matrix_like(param: str) -> bool:
+    """False for biases and normalisation parameters, which start at 0/1 and move a lot."""
+    return not _NOT_A_MATRIX.search(param)
+
+
+def large_updates(ratios: np.ndarray) -> WeightEvent | None:
+    ratios = np.asarray(ratios, dtype=np.float64)
+    n = ratios.size
+    if n < MIN_POINTS:
+        return None
+    warm = warmup_points(n)
+    level = rolling_median(ratios, median_window(n))
+    run = first_sustained_run(level[warm:] >= LARGE_UPDATE_RATIO, sustained_length(n))
+    if run is None:
+        return None
+    start, stop = run[0] + warm, run[1] + warm
+    return WeightEvent(
+        "large_updates", start, stop - 1, {"median_update_ratio": float(np.nanmedian(ratios[start:stop]))}
+    )
+
+
+def stopped_by_ratio(ratios: np.ndarray, lr_share: np.ndarray | None = None) -> WeightEvent | None:
+    """`lr_share`: the learning rate over its peak at the same points (None when not logged)."""
+    ratios = np.asarray(ratios, dtype=np.float64)
+    still = ratios <= FROZEN_UPDATE_RATIO
+    return _stopped(still, ratios > FROZEN_UPDATE_RATIO, lr_share, {"update_ratio": ratios})
+
+
+def stopped_by_norm(norms: np.ndarray, lr_share: np.ndarray | None = None) -> WeightEvent | None:
+    norms = np.asarray(norms, dtype=np.float64)
+    if norms.size < MIN_POINTS:
+        return None
+    change = np.abs(np.diff(norms)) / np.maximum(np.abs(norms[:-1]), 1e-30)
+    still = np.concatenate(([False], change <= FROZEN_NORM_CHANGE))
+    moving = np.concatenate(([False], change > FROZEN_NORM_CHANGE))
+    return _stopped(still, moving, lr_share, {})
+
+
+def _stopped(still, moving, lr_share, extra) -> WeightEvent | None:
+    n = still.size
+    if n < MIN_POINTS or not moving.any():
+        return None
+    if lr_share is not None:
+        still = still & ~(np.asarray(lr_share) < LR_IDLE_SHARE)
+    first_move = int(np.argmax(moving))
+    run = first_sustained_run(still[first_move:], sustained_length(n, share=0.1))
+    if run is None:
+        return None
+    start, stop = run[0] + first_move, run[1] + first_move
+    evidence = {"stopped_points": stop - start}
+    if "update_ratio" in extra:
+        evidence["update_ratio_before"] = float(np.nanmedian(extra["update_ratio"][first_move:start]))
+    return WeightEvent("stopped", start, stop - 1, evidence)
+
+
+def drift(norms: np.ndarray) -> WeightEvent | None:
+    norms = np.asarray(norms, dtype=np.float64)
+    n = norms.size
+    if n < MIN_POINTS:
+        return None
+    level = rolling_median(safe_log10(norms), median_window(n))
+    warm = warmup_points(n)
+    base = level[min(warm, n - 1)]
+    if not np.isfinite(base):
+        return None
+    run = first_sustained_run(np.abs(level[warm:] - base) >= DRIFT_DECADES, sustained_length(n, share=0.1))
+    if run is None:
+        return None
+    start, stop = run[0] + warm, run[1] + warm
+    factor = 10.0 ** float(np.nanmedian(level[start:stop]) - base)
+    return WeightEvent(
+        "drift",
+        start,
+        stop - 1,
+        {"norm_before": 10.0**base, "norm_after": float(np.nanmedian(norms[start:stop])), "factor": factor},
+    )
+
+
+def saturation(edge_shares: np.ndarray) -> WeightEvent | None:
+    shares = np.asarray(edge_shares, dtype=np.float64)
+    n = shares.size
+    if n < MIN_POINTS:
+        return None
+    warm = warmup_points(n)
+    base = float(np.nanmedian(shares[: warm + 1]))
+    limit = max(SATURATED_EDGE_SHARE, SATURATION_GROWTH * base)
+    level = rolling_median(shares, median_window(n))
+    run = first_sustained_run(level >= limit, sustained_length(n, share=0.1))
+    if run is None:
+        return None
+    start, stop = run
+    return WeightEvent(
+        "saturation",
+        start,
+        stop - 1,
+        {"edge_share_before": base, "edge_share": float(np.nanmedian(shares[start:stop])), "limit": limit},
+    )
