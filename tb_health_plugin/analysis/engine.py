@@ -64,10 +64,22 @@ def job_name(run: str) -> str | None:
     return match.group("job") or "."
 
 
-def analyze_runs(runs: list[RunData], overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """The contract's `runs` list for these runs, cross-rank checks included."""
+def analyze_runs(
+    runs: list[RunData],
+    overrides: dict[str, str] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """The contract's `runs` list for these runs, cross-rank checks included.
+
+    `overrides` maps a scalar role to a tag (see `roles.resolve_roles`); `on_progress(done,
+    total)` is called after each run's own checks.
+    """
     signals = {run.name: RunSignals.from_run(run, overrides) for run in runs}
-    findings = {name: findings_for_run(s) for name, s in signals.items()}
+    findings = {}
+    for index, (name, run_signals) in enumerate(signals.items(), start=1):
+        findings[name] = findings_for_run(run_signals)
+        if on_progress is not None:
+            on_progress(index, len(signals))
     jobs: dict[str, dict[str, RunSignals]] = defaultdict(dict)
     for name, s in signals.items():
         job = job_name(name)

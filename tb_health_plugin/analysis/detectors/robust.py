@@ -44,10 +44,29 @@ def odd_window(points: int, minimum: int = 3) -> int:
 
 
 def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
-    """Centred running median; edges repeat the end values (scipy `mode="nearest"`)."""
-    if y.size == 0:
+    """Centred running median that keeps a straight trend straight up to the ends.
+
+    Plain edge padding (repeating or mirroring the end values) biases the median near the ends
+    of a sloped curve: repeating the last value of a falling loss drags the trend below the
+    last points, which then look like a spike. We pad by point reflection through the median of
+    the last (first) few points, which continues a linear trend past the end.
+    """
+    n = y.size
+    if n == 0:
         return y.copy()
-    return ndimage.median_filter(y, size=min(odd_window(window), odd_window(y.size, 1)), mode="nearest")
+    window = min(odd_window(window), odd_window(n, 1))
+    half = window // 2
+    if half == 0:
+        return y.copy()
+    anchor_points = max(1, min(5, n))
+    head_anchor = np.median(y[:anchor_points])
+    tail_anchor = np.median(y[-anchor_points:])
+    pad = min(half, n - 1)
+    head = 2 * head_anchor - y[1 : pad + 1][::-1]
+    tail = 2 * tail_anchor - y[n - pad - 1 : n - 1][::-1]
+    padded = np.concatenate([head, y, tail])
+    filtered = ndimage.median_filter(padded, size=window, mode="nearest")
+    return filtered[pad : pad + n]
 
 
 def mad(x: np.ndarray) -> float:

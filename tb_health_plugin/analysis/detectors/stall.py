@@ -12,13 +12,15 @@ Method (an equivalence test on the log-loss against the run's own earlier progre
    `MIN_TAIL_SHARE` of the domain) we fit lines through binned medians (`robust.binned_line`)
    of the tail and of everything before it.
 3. The tail is stalled when its whole change, plus or minus `Z_EQUIVALENCE` standard errors,
-   stays within +-allowed, with allowed = max(`RATE_SHARE` * the earlier improvement per
-   doubling of steps * the tail's doublings, sigma), sigma being the run's per-point noise:
-   the loss moved less than 10% of what the earlier pace predicts and less than its own
-   point-to-point noise over the whole tail. A rising tail is not a stall (the divergence
-   detector owns it). The earliest stalled tail wins; the reported step is where the smoothed
-   loss first reached the plateau level.
-4. A run that never improved (the tail is the whole settled domain) is "stuck from the start".
+   stays within +-allowed, with allowed = `RATE_SHARE` * the earlier improvement per doubling
+   of steps * the tail's doublings: the loss moved less than 10% of what the earlier pace
+   predicts (floored at two standard errors of the tail's mean, 2 sigma / sqrt(points), sigma
+   being the run's per-point noise). A rising tail is not a stall (the divergence detector
+   owns it). The earliest stalled tail wins; the reported step is where the smoothed loss first
+   reached the plateau level.
+4. A run that never improved is "stuck from the start": the tail is the whole settled domain
+   and, with no earlier pace to compare with, allowed = sigma (the loss moved less over the
+   whole run than between two consecutive points).
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ def stalled_convergence(
         before = binned_line(x[:s], y[:s]) if s >= 8 else None
         earlier_rate = max(-before.slope, 0.0) if before is not None else 0.0
         doublings = tail.span
-        allowed = max(RATE_SHARE * earlier_rate * doublings, sigma)
+        if before is None or s <= d0:
+            allowed = sigma  # stuck from the start: no earlier pace to compare with
+        else:
+            allowed = max(RATE_SHARE * earlier_rate * doublings, 2 * sigma / np.sqrt(d1 - s))
         low = tail.change - Z_EQUIVALENCE * tail.change_stderr
         high = tail.change + Z_EQUIVALENCE * tail.change_stderr
         if not (-allowed <= low and high <= allowed):

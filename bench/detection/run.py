@@ -1,0 +1,290 @@
+"""The labelled detection benchmark: tb-health next to losslint and published spike rules.
+
+    PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both] [--families synthetic,mindspore]
+
+Every `bench/detection/cases_*.py` module contributes `cases(split)`. Each case's logs are
+written into a fresh logdir, read back with our readers and analysed with the engine; the same
+runs go through losslint and the published rules. Printed per split:
+
+- per kind: run-level precision and recall (a run counts as found for a kind when it has a
+  warning or critical finding of that kind);
+- run-level F1 over the loss kinds, micro-averaged over (run, kind) pairs;
+- spike event F1: a found spike matches a labelled one within `SPIKE_TOLERANCE_POINTS` logged
+  intervals, each label matched once;
+- divergence: median |found - labelled onset| in logged points;
+- the share of healthy runs with any warning or critical finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import bench.detection as detection_package
+from bench.detection import baselines
+from bench.detection.case import Case
+
+LOSS_KINDS = ("nonfinite", "divergence", "loss_spike", "stalled_convergence", "overfitting")
+SPIKE_TOLERANCE_POINTS = 2
+ALARM = ("warning", "critical")
+
+
+def collect_cases(split: str, families: set[str] | None = None) -> list[Case]:
+    found = []
+    for module_info in pkgutil.iter_modules(detection_package.__path__):
+        if not module_info.name.startswith("cases_"):
+            continue
+        module = importlib.import_module(f"bench.detection.{module_info.name}")
+        found.extend(c for c in module.cases(split) if families is None or c.family in families)
+    names = [c.name for c in found]
+    if len(set(names)) != len(names):
+        raise ValueError("case names must be unique")
+    return found
+
+
+@dataclass
+class Predictions:
+    """What one tool reported: case -> list of (kind, step or None)."""
+
+    tool: str
+    alarms: dict[str, list[tuple[str, int | None]]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def kinds(self, case: str) -> set[str]:
+        return {kind for kind, _ in self.alarms.get(case, [])}
+
+    def steps(self, case: str, kind: str) -> list[int]:
+        return [s for k, s in self.alarms.get(case, []) if k == kind and s is not None]
+
+
+@dataclass
+class RunInfo:
+    interval: float
+    loss_steps: np.ndarray | None
+    loss_values: np.ndarray | None
+
+
+def analyse_with_tb_health(root: Path, cases: list[Case]) -> tuple[Predictions, dict[str, RunInfo], dict]:
+    from tb_health_plugin.analysis.engine import analyze_runs
+    from tb_health_plugin.analysis.signals import RunSignals
+    from tb_health_plugin.readers import read_logdir
+
+    started = time.perf_counter()
+    runs = read_logdir(root)
+    reports = {r["run"]: r for r in analyze_runs(runs)}
+    seconds = time.perf_counter() - started
+    predictions = Predictions("tb-health", seconds=seconds)
+    info = {}
+    for run in runs:
+        signals = RunSignals.from_run(run)
+        loss = signals.loss
+        interval = float(np.median(np.diff(loss.steps))) if loss is not None and len(loss) > 1 else 1.0
+        info[run.name] = RunInfo(interval, None if loss is None else loss.steps, None if loss is None else loss.values)
+        predictions.alarms[run.name] = [
+            (f["kind"], f["step"]) for f in reports[run.name]["findings"] if f["severity"] in ALARM
+        ]
+    for case in cases:
+        predictions.alarms.setdefault(case.name, [])
+    return predictions, info, reports
+
+
+def analyse_with_losslint(root: Path, cases: list[Case]) -> Predictions:
+    started = time.perf_counter()
+    predictions = Predictions("losslint")
+    for case in cases:
+        predictions.alarms[case.name] = [(a.kind, a.step) for a in baselines.losslint_alarms(root / case.name)]
+    predictions.seconds = time.perf_counter() - started
+    return predictions
+
+
+def analyse_with_rule(name: str, rule, cases: list[Case], info: dict[str, RunInfo]) -> Predictions:
+    predictions = Predictions(name)
+    for case in cases:
+        run = info.get(case.name)
+        if run is None or run.loss_steps is None:
+            predictions.alarms[case.name] = []
+            continue
+        predictions.alarms[case.name] = [(a.kind, a.step) for a in rule(run.loss_steps, run.loss_values)]
+    return predictions
+
+
+@dataclass
+class Counts:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    def add(self, other: Counts) -> None:
+        self.tp, self.fp, self.fn = self.tp + other.tp, self.fp + other.fp, self.fn + other.fn
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else float("nan")
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else float("nan")
+
+    @property
+    def f1(self) -> float:
+        denominator = 2 * self.tp + self.fp + self.fn
+        return 2 * self.tp / denominator if denominator else float("nan")
+
+
+def run_level(cases: list[Case], predictions: Predictions, kind: str) -> Counts:
+    counts = Counts()
+    for case in cases:
+        labelled, found = kind in case.expected, kind in predictions.kinds(case.name)
+        counts.tp += labelled and found
+        counts.fp += found and not labelled
+        counts.fn += labelled and not found
+    return counts
+
+
+def spike_events(cases: list[Case], predictions: Predictions, info: dict[str, RunInfo]) -> Counts:
+    counts = Counts()
+    for case in cases:
+        labels = sorted(case.expected.get("loss_spike", []))
+        found = sorted(set(predictions.steps(case.name, "loss_spike")))
+        tolerance = SPIKE_TOLERANCE_POINTS * (info[case.name].interval if case.name in info else 1.0)
+        unmatched = list(labels)
+        for step in found:
+            match = next((label for label in unmatched if abs(label - step) <= tolerance), None)
+            if match is None:
+                counts.fp += 1
+            else:
+                unmatched.remove(match)
+                counts.tp += 1
+        counts.fn += len(unmatched)
+    return counts
+
+
+def divergence_delays(cases: list[Case], predictions: Predictions, info: dict[str, RunInfo]) -> list[float]:
+    delays = []
+    for case in cases:
+        if "divergence" not in case.expected:
+            continue
+        found = predictions.steps(case.name, "divergence")
+        if not found:
+            continue
+        interval = info[case.name].interval if case.name in info else 1.0
+        delays.append((min(found) - case.expected["divergence"][0]) / interval)
+    return delays
+
+
+def healthy_alarm_share(cases: list[Case], predictions: Predictions) -> float:
+    healthy = [c for c in cases if c.healthy]
+    if not healthy:
+        return float("nan")
+    return sum(bool(predictions.alarms.get(c.name)) for c in healthy) / len(healthy)
+
+
+def any_alarm_recall(cases: list[Case], predictions: Predictions, kind: str) -> float:
+    labelled = [c for c in cases if kind in c.expected]
+    if not labelled:
+        return float("nan")
+    return sum(bool(predictions.alarms.get(c.name)) for c in labelled) / len(labelled)
+
+
+def fmt(value: float, width: int = 6) -> str:
+    return f"{'-':>{width}}" if value != value else f"{value:>{width}.3f}"
+
+
+def print_tables(split: str, cases: list[Case], tools: list[Predictions], info: dict[str, RunInfo]) -> dict:
+    kinds = sorted({k for c in cases for k in c.expected} | {k for k, _ in
+                    (a for alarms in tools[0].alarms.values() for a in alarms)})
+    loss_kinds = [k for k in LOSS_KINDS if any(k in c.expected for c in cases)]
+    families = defaultdict(int)
+    for case in cases:
+        families[case.family] += 1
+    healthy = sum(c.healthy for c in cases)
+    print(f"\n== split {split}: {len(cases)} runs ({dict(families)}), {healthy} healthy ==")
+    ours = tools[0]
+    print("\ntb-health per kind (run level)")
+    print(f"{'kind':<22}{'runs':>6}{'prec':>8}{'recall':>8}{'F1':>8}")
+    for kind in kinds:
+        c = run_level(cases, ours, kind)
+        labelled = sum(kind in case.expected for case in cases)
+        print(f"{kind:<22}{labelled:>6}{fmt(c.precision, 8)}{fmt(c.recall, 8)}{fmt(c.f1, 8)}")
+    header = (f"{'tool':<20}" + "".join(f"{k[:10]:>11}" for k in loss_kinds)
+              + f"{'runF1':>8}{'spikeEvF1':>10}{'spikeP':>8}{'spikeR':>8}{'divDelay':>9}{'divAny':>8}{'healthyFA':>10}{'sec':>7}")
+    print("\nside by side: per-kind run-level F1, loss kinds together, spike events, divergence delay "
+          "(median |found-onset| in logged points), any alarm on diverging runs, healthy runs with alarms")
+    print(header)
+    summary = {}
+    for tool in tools:
+        total = Counts()
+        cells = []
+        for kind in loss_kinds:
+            c = run_level(cases, tool, kind)
+            total.add(c)
+            cells.append(fmt(c.f1, 11))
+        events = spike_events(cases, tool, info)
+        delays = divergence_delays(cases, tool, info)
+        median_delay = float(np.median(np.abs(delays))) if delays else float("nan")
+        share = healthy_alarm_share(cases, tool)
+        print(f"{tool.tool:<20}" + "".join(cells) + f"{fmt(total.f1, 8)}{fmt(events.f1, 10)}{fmt(events.precision, 8)}"
+              f"{fmt(events.recall, 8)}{fmt(median_delay, 9)}{fmt(any_alarm_recall(cases, tool, 'divergence'), 8)}"
+              f"{fmt(share, 10)}{tool.seconds:>7.1f}")
+        summary[tool.tool] = {"run_f1": total.f1, "spike_event_f1": events.f1, "divergence_median_delay": median_delay,
+                              "healthy_alarm_share": share}
+    return summary
+
+
+def misses(cases: list[Case], predictions: Predictions) -> list[str]:
+    lines = []
+    for case in cases:
+        found = predictions.kinds(case.name)
+        missing = set(case.expected) - found
+        extra = found - set(case.expected)
+        if missing or extra:
+            lines.append(f"  {case.name}: missed {sorted(missing)} extra {sorted(extra)}")
+    return lines
+
+
+def run_split(split: str, families: set[str] | None, with_baselines: bool, verbose: bool, keep: Path | None) -> dict:
+    cases = collect_cases(split, families)
+    with tempfile.TemporaryDirectory(prefix=f"tbh-bench-{split}-") as scratch:
+        root = (keep / split) if keep else Path(scratch)
+        started = time.perf_counter()
+        for case in cases:
+            case.write(root / case.name)
+        print(f"[{split}] wrote {len(cases)} runs in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        ours, info, _ = analyse_with_tb_health(root, cases)
+        tools = [ours]
+        if with_baselines:
+            tools.append(analyse_with_losslint(root, cases))
+            tools.extend(analyse_with_rule(name, rule, cases, info) for name, rule in baselines.RULES.items())
+        summary = print_tables(split, cases, tools, info)
+        if verbose:
+            print("\ntb-health mistakes:")
+            print("\n".join(misses(cases, ours)) or "  none")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("dev", "holdout", "both"), default="both")
+    parser.add_argument("--families", default="synthetic,mindspore", help="comma-separated case families")
+    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--verbose", action="store_true", help="list every run tb-health got wrong")
+    parser.add_argument("--keep", type=Path, help="write the logdirs here instead of a temporary folder")
+    args = parser.parse_args(argv)
+    splits = ("dev", "holdout") if args.split == "both" else (args.split,)
+    families = set(args.families.split(","))
+    for split in splits:
+        run_split(split, families, not args.no_baselines, args.verbose, args.keep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

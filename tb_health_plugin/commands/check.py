@@ -1,0 +1,184 @@
+"""`tb-health check LOGDIR`: analyse every run under a logdir and print the report.
+
+Text for people (one line per run with its verdict, then its findings), strict JSON for tools
+(`shared/CONTRACTS.md`, section 2). The exit code says whether a finding reached `--fail-on`.
+stdout carries only the report; progress goes to stderr, when stderr is a terminal or the
+logdir is big enough for the wait to be noticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
+from tb_health_plugin.analysis.findings import SEVERITY_RANK
+from tb_health_plugin.roles import SCALAR_SPELLINGS
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+BIG_LOGDIR_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
+VERDICT_WIDTH = 9
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="analyse every run under LOGDIR and print a health report",
+        description="Analyse every run under LOGDIR (tfevents or MindSpore summaries) and report "
+        "its health. Exit 0 when no finding reaches --fail-on, 1 when one does, 2 for usage "
+        "errors or an unreadable LOGDIR.",
+    )
+    parser.add_argument("logdir", metavar="LOGDIR")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    parser.add_argument(
+        "--fail-on",
+        choices=("warning", "critical"),
+        default="critical",
+        help="exit 1 when a finding reaches this severity (default: critical)",
+    )
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="ROLE=TAG",
+        help="use TAG for ROLE instead of the usual spellings, e.g. --tag loss=my/loss "
+        f"(roles: {', '.join(SCALAR_SPELLINGS)}); repeatable",
+    )
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress on stderr: auto = when stderr is a terminal or the logdir is large",
+    )
+    parser.set_defaults(func=run)
+
+
+def parse_tag_overrides(pairs: list[str]) -> dict[str, str]:
+    """`["loss=my/loss"]` -> {"loss": "my/loss"}; ValueError naming the bad pair or role."""
+    overrides = {}
+    for pair in pairs:
+        role, sep, tag = pair.partition("=")
+        role, tag = role.strip(), tag.strip()
+        if not sep or not role or not tag:
+            raise ValueError(f"--tag expects ROLE=TAG, got {pair!r}")
+        if role not in SCALAR_SPELLINGS:
+            raise ValueError(f"unknown role {role!r} in --tag; roles: {', '.join(SCALAR_SPELLINGS)}")
+        overrides[role] = tag
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        overrides = parse_tag_overrides(args.tag)
+    except ValueError as error:
+        print(f"tb-health check: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    problem = logdir_problem(args.logdir)
+    if problem:
+        print(f"tb-health check: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir))
+    report = check_logdir(args.logdir, overrides, progress)
+    if not report["runs"]:
+        print(f"tb-health check: no event files found under {args.logdir}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "json":
+        json.dump(report, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(report, args.fail_on))
+    return EXIT_FINDINGS if reaches(report, args.fail_on) else EXIT_OK
+
+
+def logdir_problem(logdir: str) -> str | None:
+    """Why LOGDIR cannot be analysed, or None."""
+    if not os.path.exists(logdir):
+        return f"{logdir}: no such directory"
+    if not os.path.isdir(logdir):
+        return f"{logdir}: not a directory"
+    if not os.access(logdir, os.R_OK | os.X_OK):
+        return f"{logdir}: permission denied"
+    return None
+
+
+def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None) -> dict:
+    """The contract report for every run under `logdir`."""
+    from tb_health_plugin.readers import read_logdir  # the readers pull in protobuf: import on use
+
+    progress = progress or Progress(sys.stderr, show=False)
+    progress.say(f"reading {logdir} ...")
+    started = time.perf_counter()
+    runs = read_logdir(logdir)
+    points = sum(len(series) for run in runs for series in run.scalars.values())
+    progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
+    reports = analyze_runs(runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"))
+    return logdir_report(logdir, reports)
+
+
+def reaches(report: dict, fail_on: str) -> bool:
+    threshold = SEVERITY_RANK[fail_on]
+    return any(SEVERITY_RANK[f["severity"]] >= threshold for run in report["runs"] for f in run["findings"])
+
+
+def render_text(report: dict[str, Any], fail_on: str = "critical") -> str:
+    """One line per run (verdict, name, steps, counts), then its findings indented."""
+    runs = report["runs"]
+    counts = {status: sum(r["status"] == status for r in runs) for status in ("critical", "warning", "healthy", "no_data")}
+    summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
+    lines = [f"tb-health: {len(runs)} run{'s' if len(runs) != 1 else ''} under {report['logdir']}: {summary}"]
+    name_width = min(max((len(r["run"]) for r in runs), default=4), 48)
+    for run in runs:
+        steps = run["steps"]
+        span = f"steps {steps['first']}-{steps['last']}" if steps else "no scalar data"
+        alarms = [f for f in run["findings"] if f["severity"] != "info"]
+        tail = f"{len(alarms)} alarm{'s' if len(alarms) != 1 else ''}" if alarms else ""
+        lines.append(f"{run['status'].upper():<{VERDICT_WIDTH}} {run['run']:<{name_width}}  {span}  {tail}".rstrip())
+        for finding in run["findings"]:
+            lines.append(
+                f"    step {finding['step']:>8}  {finding['severity']:<8} {finding['kind']:<20} {finding['message']}"
+            )
+    reached = reaches(report, fail_on)
+    lines.append(f"exit {EXIT_FINDINGS if reached else EXIT_OK} (--fail-on {fail_on})")
+    return "\n".join(lines) + "\n"
+
+
+def _show_progress(mode: str, logdir: str) -> bool:
+    if mode != "auto":
+        return mode == "always"
+    return sys.stderr.isatty() or _logdir_bytes(logdir, BIG_LOGDIR_BYTES) >= BIG_LOGDIR_BYTES
+
+
+def _logdir_bytes(logdir: str, stop_at: int) -> int:
+    """Total size of the files under `logdir`, counting stops once `stop_at` is reached."""
+    total = 0
+    for folder, _, files in os.walk(logdir):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(folder, name))
+            except OSError:
+                continue
+            if total >= stop_at:
+                return total
+    return total
+
+
+class Progress:
+    """Progress lines on stderr, never on stdout (which carries the report)."""
+
+    def __init__(self, stream: TextIO, show: bool) -> None:
+        self.stream, self.show = stream, show
+        self._last = 0.0
+
+    def say(self, text: str) -> None:
+        if self.show:
+            print(f"tb-health: {text}", file=self.stream, flush=True)
+
+    def every(self, done: int, total: int, verb: str) -> None:
+        now = time.monotonic()
+        if self.show and (done == total or now - self._last >= 1.0):
+            self._last = now
+            self.say(f"{verb} {done}/{total} runs")
