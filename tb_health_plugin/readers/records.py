@@ -2,8 +2,10 @@
 
 A record is `u64 length | u32 masked_crc32c(length) | payload | u32 masked_crc32c(payload)`
 (little endian). `scan_records` finds the complete, valid records in a byte buffer with as little
-Python work per record as possible: one loop step does the length read and a C CRC32C call; the
-header checksums and the CRC masking are checked afterwards with numpy over all records at once.
+Python work per record as possible: record boundaries are predicted from the repeating pattern
+of record sizes and verified with numpy (a tight loop follows the length fields where the
+pattern breaks), numpy checks every header checksum at once, one C CRC32C call per payload follows, and numpy compares the masked
+CRCs with the stored ones.
 
 Damage handling, so a live or damaged file never stops a read:
 - a partially written last record is left unconsumed (the next read retries it);
@@ -27,6 +29,10 @@ FRAME_BYTES = HEADER_BYTES + FOOTER_BYTES
 _CRC_MASK_DELTA = 0xA282EAD8  # TFRecord's masking constant
 _CASTAGNOLI_REFLECTED = 0x82F63B78  # CRC32C polynomial, bit-reversed
 _RESYNC_WINDOW = 1 << 20  # positions examined per numpy pass while resynchronising
+_LOOP_RECORDS = 48  # records followed one by one before predicting the next ones
+_MAX_CYCLE = 16  # longest repeating pattern of record sizes looked for
+_FIRST_PREDICTION = 64  # cycles predicted in the first window
+_PREDICTED_RECORDS = 1 << 18  # most records predicted per numpy pass
 
 _read_u64 = struct.Struct("<Q").unpack_from
 
@@ -53,11 +59,16 @@ def masked_crc(data: bytes) -> int:
     return int(mask_crc(np.array([google_crc32c.value(data)], dtype=np.uint32))[0])
 
 
+def read_uint_at(raw: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian unsigned integers of `width` (4 or 8) bytes at arbitrary offsets, in one gather."""
+    if offsets.shape[0] == 0:
+        return np.zeros(0, dtype=np.uint64 if width == 8 else np.uint32)
+    windows = np.lib.stride_tricks.as_strided(raw, shape=(raw.shape[0] - width + 1, width), strides=(1, 1))
+    return np.ascontiguousarray(windows[offsets]).view("<u8" if width == 8 else "<u4").reshape(-1)
+
+
 def _gather_u32(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    out = np.zeros(offsets.shape[0], dtype=np.uint32)
-    for byte in range(4):
-        out |= raw[offsets + byte].astype(np.uint32) << np.uint32(8 * byte)
-    return out
+    return read_uint_at(raw, offsets, 4)
 
 
 def header_crc_ok(raw: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -80,22 +91,77 @@ class RecordScan:
     resyncing: bool  # the scan ended while looking for a valid header after a damaged one
 
 
-def _frame_unchecked(buf: bytes, pos: int, starts: list, lengths: list, crcs: list) -> int:
-    """Follow the length fields from `pos` as far as the buffer holds whole records."""
+def _frame_loop(buf: bytes, pos: int, max_records: int) -> tuple[list[int], int, bool]:
+    """Follow length fields one by one: (header offsets, stop position, reached the buffer's end)."""
     end_of_buffer = len(buf)
-    crc = google_crc32c.value
-    append_start, append_length, append_crc = starts.append, lengths.append, crcs.append
+    read_length = int.from_bytes
+    headers: list[int] = []
+    append = headers.append
     while pos + HEADER_BYTES <= end_of_buffer:
-        (length,) = _read_u64(buf, pos)
-        payload = pos + HEADER_BYTES
-        end = payload + length + FOOTER_BYTES
+        if len(headers) == max_records:
+            return headers, pos, False
+        end = pos + FRAME_BYTES + read_length(buf[pos : pos + 8], "little")
         if end > end_of_buffer:
             break
-        append_start(payload)
-        append_length(length)
-        append_crc(crc(buf[payload : payload + length]))
+        append(pos)
         pos = end
-    return pos
+    return headers, pos, True
+
+
+def _size_cycle(headers: list[int], stop: int) -> np.ndarray | None:
+    """The repeating pattern of record sizes at the end of `headers`, if there is one."""
+    sizes = np.diff(np.asarray([*headers, stop], dtype=np.int64))
+    for period in range(1, min(_MAX_CYCLE, sizes.shape[0] // 3) + 1):
+        tail = sizes[-3 * period :]
+        if np.array_equal(tail[:period], tail[period : 2 * period]) and np.array_equal(tail[:period], tail[2 * period :]):
+            return tail[:period]
+    return None
+
+
+def _frame_predicted(raw: np.ndarray, pos: int, cycle: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """Assume the size cycle goes on; keep the predicted headers up to the first wrong length.
+
+    Predictions are checked in windows that double while they hold, so a pattern that breaks
+    early costs little.
+    """
+    kept_parts: list[np.ndarray] = []
+    window = _FIRST_PREDICTION
+    while True:
+        repeats = max(1, min(window, (raw.shape[0] - pos) // int(cycle.sum()) + 1))
+        sizes = np.tile(cycle, repeats)
+        offsets = pos + np.concatenate([[0], np.cumsum(sizes[:-1])])
+        inside = offsets + sizes <= raw.shape[0]
+        offsets, sizes = offsets[inside], sizes[inside]
+        if offsets.shape[0] == 0:
+            return kept_parts, pos
+        wrong = np.flatnonzero(read_uint_at(raw, offsets, 8) != (sizes - FRAME_BYTES).astype(np.uint64))
+        kept = int(wrong[0]) if wrong.size else offsets.shape[0]
+        if kept:
+            kept_parts.append(offsets[:kept])
+            pos = int(offsets[kept - 1] + sizes[kept - 1])
+        if kept < offsets.shape[0] or not np.all(inside):
+            return kept_parts, pos
+        window = min(2 * window, _PREDICTED_RECORDS // cycle.shape[0])
+
+
+def _frame_unchecked(buf: bytes, raw: np.ndarray, pos: int) -> tuple[np.ndarray, int]:
+    """Header offsets of the whole records from `pos` on, and where they stop. Nothing is checked.
+
+    Logs repeat a short cycle of record sizes (the same tags every step), so after a few records
+    followed one by one, the boundaries of the following ones are predicted for the whole cycle
+    and verified against their length fields with numpy; a wrong prediction falls back to the loop.
+    """
+    parts: list = []
+    while True:
+        headers, pos, at_end = _frame_loop(buf, pos, _LOOP_RECORDS)
+        parts.append(headers)
+        cycle = None if at_end else _size_cycle(headers, pos)
+        if at_end:
+            break
+        if cycle is not None:
+            predicted, pos = _frame_predicted(raw, pos, cycle)
+            parts.extend(predicted)
+    return np.concatenate([np.asarray(part, dtype=np.int64) for part in parts]), pos
 
 
 def _next_valid_header(raw: np.ndarray, pos: int) -> int | None:
@@ -125,22 +191,18 @@ def scan_records(buf: bytes, resyncing: bool = False) -> RecordScan:
                 pos = max(pos, len(buf) - HEADER_BYTES + 1)
                 break
             pos, resyncing = found, False
-        starts: list[int] = []
-        lengths: list[int] = []
-        crcs: list[int] = []
-        stop = _frame_unchecked(buf, pos, starts, lengths, crcs)
-        starts_arr = np.asarray(starts, dtype=np.int64)
-        lengths_arr = np.asarray(lengths, dtype=np.int64)
-        headers = starts_arr - HEADER_BYTES
-        if stop + HEADER_BYTES <= len(buf):  # the record the scan stopped at must have a sane header
-            headers = np.append(headers, stop)
-        header_ok = header_crc_ok(raw, headers)
-        bad_headers = np.flatnonzero(~header_ok)
-        usable = bad_headers[0] if bad_headers.size else starts_arr.shape[0]
-        usable = min(int(usable), starts_arr.shape[0])
-        starts_arr, lengths_arr = starts_arr[:usable], lengths_arr[:usable]
+        headers, stop = _frame_unchecked(buf, raw, pos)
+        ends = np.append(headers[1:], stop) if headers.shape[0] else headers
+        checked = np.append(headers, stop) if stop + HEADER_BYTES <= len(buf) else headers
+        bad_headers = np.flatnonzero(~header_crc_ok(raw, checked))  # includes the record we stopped at
+        usable = min(int(bad_headers[0]) if bad_headers.size else headers.shape[0], headers.shape[0])
+        starts_arr = headers[:usable] + HEADER_BYTES
+        lengths_arr = ends[:usable] - FOOTER_BYTES - starts_arr
+        crc = google_crc32c.value
+        payload_ends = (starts_arr + lengths_arr).tolist()
+        crcs = [crc(buf[start:end]) for start, end in zip(starts_arr.tolist(), payload_ends, strict=True)]
         stored = _gather_u32(raw, starts_arr + lengths_arr)
-        payload_ok = mask_crc(np.asarray(crcs[:usable], dtype=np.uint32)) == stored
+        payload_ok = mask_crc(np.asarray(crcs, dtype=np.uint32)) == stored
         skipped += int(usable - np.count_nonzero(payload_ok))
         all_starts.append(starts_arr[payload_ok])
         all_lengths.append(lengths_arr[payload_ok])
@@ -148,7 +210,7 @@ def scan_records(buf: bytes, resyncing: bool = False) -> RecordScan:
             pos = stop
             break
         skipped += 1
-        pos = int(headers[bad_headers[0]]) + 1
+        pos = int(checked[bad_headers[0]]) + 1
         resyncing = True
     return RecordScan(
         starts=np.concatenate(all_starts) if all_starts else np.zeros(0, np.int64),
