@@ -85,11 +85,11 @@ class HealthService:
         with self._analysis_lock:
             cached = [self._reports.get(name) for name in members]
             if all(c is not None and c[0] == key for c in cached):
-                return {name: c[1] for name, c in zip(members, cached)}
+                return {name: c[1] for name, c in zip(members, cached, strict=False)}
             runs = [self._reader.run(name) for name in members]
             fresh = engine.analyze_runs(runs)
-            for name, report in zip(members, fresh):
+            for name, report in zip(members, fresh, strict=False):
                 self._reports[name] = (key, report)
             for stale in set(self._reports) - set(self._reader.run_names()):
                 del self._reports[stale]
-            return dict(zip(members, fresh))
+            return dict(zip(members, fresh, strict=False))

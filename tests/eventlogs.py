@@ -17,7 +17,7 @@ def write_scalars(run_dir: Path, series: Mapping[str, tuple[Iterable[int], Itera
     run_dir.mkdir(parents=True, exist_ok=True)
     writer = EventFileWriter(str(run_dir))
     for tag, (steps, values) in series.items():
-        for step, value in zip(steps, values):
+        for step, value in zip(steps, values, strict=False):
             summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
             writer.add_event(Event(wall_time=WALL_TIME_START + int(step), step=int(step), summary=summary))
     writer.close()

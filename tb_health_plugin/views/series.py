@@ -35,7 +35,7 @@ def envelope(
     nonfinite_steps = steps[~finite]
     nonfinite = [
         {"step": int(s), "value": "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf")}
-        for s, v in zip(nonfinite_steps[:MAX_NONFINITE_LISTED].tolist(), values[~finite][:MAX_NONFINITE_LISTED].tolist())
+        for s, v in zip(nonfinite_steps[:MAX_NONFINITE_LISTED].tolist(), values[~finite][:MAX_NONFINITE_LISTED].tolist(), strict=False)
     ]
     result: dict[str, Any] = {
         "total_points": n,
