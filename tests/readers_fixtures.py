@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +78,47 @@ def record_offsets(path: Path) -> list[tuple[int, int]]:
 def only_file(folder: Path, pattern: str = "*") -> Path:
     (path,) = [Path(p) for p in glob.glob(os.path.join(folder, pattern)) if os.path.isfile(p)]
     return path
+
+
+# A real MindSpore CPU training, run in a subprocess: importing MindSpore switches protobuf to its
+# pure-python backend, and importing it after protobuf's upb backend is loaded fails inside
+# MindSpore's generated code.
+MINDSPORE_TRAINING = """
+import numpy as np, mindspore as ms, mindspore.dataset as ds
+from mindspore import nn, Tensor
+from mindspore.train import Model, SummaryCollector, SummaryRecord
+ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+rng = np.random.default_rng(0)
+x = rng.normal(size=(64, 4)).astype(np.float32)
+y = (x @ np.array([1, -2, 3, 0.5], np.float32))[:, None]
+data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
+net = nn.Dense(4, 1)
+model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01))
+# collect_dataset_graph crashes inside MindSpore 2.9 with protobuf >= 4 (mapInt assignment).
+collector = SummaryCollector("logs/collector", collect_freq=2,
+                             collect_specified_data={"collect_dataset_graph": False})
+model.train(2, data, callbacks=[collector], dataset_sink_mode=False)
+with SummaryRecord("logs/record") as record:
+    for step in range(1, 6):
+        record.add_value("scalar", "loss", Tensor(np.float32(1.0 / step)))
+        record.add_value("histogram", "w", Tensor(np.array([1.0, 2.0, np.nan, np.inf, -np.inf, 3.0], np.float32)))
+        record.add_value("tensor", "t", Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)))
+        record.add_value("tensor", "lr", Tensor(np.array([0.5], np.float32)))
+        record.record(step)
+"""
+_trained: dict[str, Path] = {}
+
+
+def run_mindspore_script(script: str, cwd: Path) -> str:
+    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def mindspore_training_logs(tmp_path_factory) -> Path:
+    """`logs/collector` (SummaryCollector) and `logs/record` (SummaryRecord); trained once per session."""
+    if "logs" not in _trained:
+        workdir = tmp_path_factory.mktemp("mindspore_training")
+        run_mindspore_script(MINDSPORE_TRAINING, workdir)
+        _trained["logs"] = workdir / "logs"
+    return _trained["logs"]

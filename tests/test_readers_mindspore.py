@@ -1,16 +1,10 @@
-"""MindSpore summary files from a real CPU training (SummaryCollector and SummaryRecord).
-
-MindSpore runs in a subprocess: importing it switches protobuf to its pure-python backend, and
-importing it after protobuf's upb backend is loaded fails inside MindSpore's generated code.
-"""
+"""MindSpore summary files from a real CPU training (SummaryCollector and SummaryRecord)."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,32 +13,9 @@ import pytest
 from tb_health_plugin.readers import LogdirReader, read_logdir
 from tb_health_plugin.readers.records import scan_records
 from tb_health_plugin.readers.schema import MS_MESSAGES, MsEvent
+from tests.readers_fixtures import mindspore_training_logs, run_mindspore_script
 
 pytestmark = pytest.mark.mindspore
-
-TRAINING = """
-import numpy as np, mindspore as ms, mindspore.dataset as ds
-from mindspore import nn, Tensor
-from mindspore.train import Model, SummaryCollector, SummaryRecord
-ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-rng = np.random.default_rng(0)
-x = rng.normal(size=(64, 4)).astype(np.float32)
-y = (x @ np.array([1, -2, 3, 0.5], np.float32))[:, None]
-data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(8)
-net = nn.Dense(4, 1)
-model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01))
-# collect_dataset_graph crashes inside MindSpore 2.9 with protobuf >= 4 (mapInt assignment).
-collector = SummaryCollector("logs/collector", collect_freq=2,
-                             collect_specified_data={"collect_dataset_graph": False})
-model.train(2, data, callbacks=[collector], dataset_sink_mode=False)
-with SummaryRecord("logs/record") as record:
-    for step in range(1, 6):
-        record.add_value("scalar", "loss", Tensor(np.float32(1.0 / step)))
-        record.add_value("histogram", "w", Tensor(np.array([1.0, 2.0, np.nan, np.inf, -np.inf, 3.0], np.float32)))
-        record.add_value("tensor", "t", Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)))
-        record.add_value("tensor", "lr", Tensor(np.array([0.5], np.float32)))
-        record.record(step)
-"""
 
 DESCRIBE_SCHEMA = """
 import json
@@ -65,17 +36,9 @@ print(json.dumps(out))
 """
 
 
-def _run_mindspore(script: str, cwd: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def mindspore_logs(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("mindspore_training")
-    _run_mindspore(TRAINING, workdir)
-    return workdir / "logs"
+    return mindspore_training_logs(tmp_path_factory)
 
 
 def _raw_steps(path: Path) -> list[int]:
@@ -142,7 +105,7 @@ def test_truncated_and_corrupted_mindspore_files(mindspore_logs, tmp_path):
 
 
 def test_our_schema_matches_mindsporess_wire_format(tmp_path):
-    theirs = json.loads(_run_mindspore(DESCRIBE_SCHEMA, tmp_path).strip().splitlines()[-1])
+    theirs = json.loads(run_mindspore_script(DESCRIBE_SCHEMA, tmp_path).strip().splitlines()[-1])
     for path, fields in MS_MESSAGES.items():
         if path == "EventBatch":
             continue

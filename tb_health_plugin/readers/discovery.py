@@ -6,6 +6,10 @@ path relative to the logdir with `/` separators, `.` for the logdir itself. We a
 summary files, `events.out.events.summary.<time>.<device>.<host>_MS`; their `_lineage` siblings
 hold lineage records (hyper-parameters, final metrics), not time series, and are skipped.
 
+`tb-health convert` may write its tfevents copies (`*.tb-health-convert`) next to the MindSpore
+files they come from; in a run that still has those MindSpore files the copies are skipped, so
+no point is read twice.
+
 Files of a run are read in the order they were started: by the timestamp in their name, then by
 name with numbers compared as numbers, so a resumed training's later file comes after the file
 it resumes.
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 TFEVENTS, MINDSPORE = "tfevents", "mindspore"
 FORMATS = (TFEVENTS, MINDSPORE)
+CONVERTED_SUFFIX = ".tb-health-convert"  # tfevents written by `tb-health convert`
 _MINDSPORE_SUMMARY = re.compile(r"^events\.out\.events\.summary\.\d+.*_MS$")
 _START_TIME = re.compile(r"(?:tfevents|summary)\.(\d+)")
 _DIGIT_RUNS = re.compile(r"(\d+)")
@@ -59,11 +64,13 @@ def discover_runs(logdir: str, formats=FORMATS) -> dict[str, list[EventFile]]:
     """Map each run name to its event files in read order. A missing logdir has no runs."""
     runs: dict[str, list[EventFile]] = {}
     for folder, _subfolders, names in os.walk(logdir):
-        files = []
-        for name in names:
-            kind = event_file_format(name)
-            if kind in formats:
-                files.append(EventFile(os.path.join(folder, name), kind))
-        if files:
+        kinds = {name: event_file_format(name) for name in names}
+        has_mindspore = MINDSPORE in kinds.values()
+        files = [
+            EventFile(os.path.join(folder, name), kind)
+            for name, kind in kinds.items()
+            if kind in formats and not (has_mindspore and kind == TFEVENTS and name.endswith(CONVERTED_SUFFIX))
+        ]
+        if any(kind in formats for kind in kinds.values()):
             runs[run_name(logdir, folder)] = sorted(files, key=lambda f: f.sort_key)
     return runs

@@ -240,3 +240,10 @@ def read_logdir(logdir: str | os.PathLike, formats=FORMATS) -> list[RunData]:
     reader = LogdirReader(logdir, formats)
     reader.refresh()
     return [reader.run(name) for name in reader.run_names()]
+
+
+def read_run(name: str, files: list[EventFile]) -> RunData:
+    """Read one run's files once (for tools that go run by run, such as `tb-health convert`)."""
+    state = _RunState(name)
+    LogdirReader._read_run(state, files)
+    return state.snapshot()

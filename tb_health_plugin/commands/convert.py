@@ -1,0 +1,105 @@
+"""`tb-health convert SRC DST`: MindSpore summary logs -> tfevents that TensorBoard shows natively.
+
+MindSpore's SummaryRecord/SummaryCollector files use their own schema, which TensorBoard's
+Scalars, Histograms and Distributions tabs cannot read. This command reads every MindSpore
+summary file under SRC (`tb_health_plugin.readers`) and writes each run, under the same run
+name, below DST with TensorBoard's own writer (`readers/tfevents_writer.py`). tfevents files in
+SRC are left alone: TensorBoard reads them already.
+
+Exit codes: 0 converted, 1 nothing to convert, 2 usage errors (bad SRC, DST holding an earlier
+conversion without --overwrite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
+from tb_health_plugin.readers.logdir_reader import read_run
+from tb_health_plugin.readers.tfevents_writer import CONVERTED_SUFFIX, write_run
+
+EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+BIG_INPUT_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "convert",
+        help="convert MindSpore summary logs into tfevents for TensorBoard's own tabs",
+        description="Convert every MindSpore summary file (events.out.events.summary.*_MS) under SRC "
+        "into tfevents under DST, keeping run names, so TensorBoard's Scalars, Histograms and "
+        "Distributions tabs show them. Exit 0 on success, 1 when SRC holds no MindSpore summary, "
+        "2 for usage errors.",
+    )
+    parser.add_argument("src", metavar="SRC", help="logdir holding MindSpore summary files")
+    parser.add_argument("dst", metavar="DST", help="logdir to write tfevents into (may be SRC itself)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"replace files an earlier conversion wrote into DST (*{CONVERTED_SUFFIX})")
+    parser.add_argument("--no-nonfinite-scalars", dest="nonfinite_scalars", action="store_false",
+                        help="do not write histograms' NaN/Inf counts as <tag>/nan_count and <tag>/inf_count scalars")
+    parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                        help="progress on stderr: auto = when stderr is a terminal or the input is large")
+    parser.add_argument("--quiet", action="store_true", help="no summary line on stdout")
+    parser.set_defaults(func=run)
+
+
+def _usage_error(message: str) -> int:
+    print(f"tb-health convert: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _earlier_conversions(folder: Path) -> list[Path]:
+    return sorted(folder.glob(f"*tfevents*{CONVERTED_SUFFIX}")) if folder.is_dir() else []
+
+
+def run(args: argparse.Namespace) -> int:
+    src, dst = Path(args.src), Path(args.dst)
+    if not src.exists():
+        return _usage_error(f"SRC {src} does not exist")
+    if not src.is_dir():
+        return _usage_error(f"SRC {src} is not a directory (give the folder holding the summary files)")
+    if dst.exists() and not dst.is_dir():
+        return _usage_error(f"DST {dst} exists and is not a directory")
+    runs = discover_runs(str(src), (MINDSPORE,))
+    if not runs:
+        print(f"tb-health convert: no MindSpore summary files (events.out.events.summary.*_MS) under {src}",
+              file=sys.stderr)
+        return EXIT_NOTHING
+    targets = {name: dst if name == "." else dst.joinpath(*name.split("/")) for name in runs}
+    existing = [path for folder in targets.values() for path in _earlier_conversions(folder)]
+    if existing and not args.overwrite:
+        return _usage_error(f"{existing[0]} is from an earlier conversion; pass --overwrite to replace it")
+    sizes = {name: sum(os.path.getsize(f.path) for f in files) for name, files in runs.items()}
+    total = sum(sizes.values())
+    show_progress = args.progress == "always" or (
+        args.progress == "auto" and (sys.stderr.isatty() or total >= BIG_INPUT_BYTES)
+    )
+    for path in existing:
+        path.unlink()
+    start = time.perf_counter()
+    done_bytes = scalars = histograms = skipped = empty = 0
+    for index, (name, files) in enumerate(sorted(runs.items()), 1):
+        if show_progress:
+            print(f"[{index}/{len(runs)}] {name}: {sizes[name] / 1e6:.1f} MB "
+                  f"({100 * done_bytes / max(total, 1):.0f}% done)", file=sys.stderr, flush=True)
+        data = read_run(name, files)
+        stats = write_run(data, targets[name], nonfinite_scalars=args.nonfinite_scalars)
+        done_bytes += sizes[name]
+        scalars += stats.scalar_points
+        histograms += stats.histogram_points
+        empty += stats.empty_histograms
+        skipped += data.skipped_records
+    if not args.quiet:
+        notes = []
+        if skipped:
+            notes.append(f"{skipped} damaged records skipped")
+        if empty:
+            notes.append(f"{empty} histograms without finite values left out")
+        extra = f" ({'; '.join(notes)})" if notes else ""
+        print(f"converted {len(runs)} run(s): {scalars} scalar and {histograms} histogram points "
+              f"into {dst} in {time.perf_counter() - start:.1f} s{extra}")
+    return EXIT_OK

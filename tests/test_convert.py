@@ -1,0 +1,105 @@
+"""`tb-health convert`: real MindSpore logs become tfevents that TensorBoard itself reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+from tb_health_plugin.cli import main
+from tb_health_plugin.readers import read_logdir
+from tests.readers_fixtures import mindspore_training_logs, write_scalar_run
+
+pytestmark = pytest.mark.mindspore
+
+
+@pytest.fixture(scope="module")
+def mindspore_logs(tmp_path_factory):
+    return mindspore_training_logs(tmp_path_factory)
+
+
+def _accumulate(folder):
+    accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0, "histograms": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def test_tensorboard_reads_converted_scalars_histograms_and_distributions(mindspore_logs, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["convert", str(mindspore_logs), str(out)]) == 0
+    assert "converted 2 run(s)" in capsys.readouterr().out
+    source = {run.name: run for run in read_logdir(mindspore_logs)}
+
+    collector = _accumulate(out / "collector")
+    tags = collector.Tags()
+    assert tags["scalars"] == ["loss/auto"]
+    assert set(tags["histograms"]) == {"bias/auto", "weight/auto"} == set(tags["distributions"])
+    loss = collector.Scalars("loss/auto")
+    np.testing.assert_array_equal([e.step for e in loss], source["collector"].scalars["loss/auto"].steps)
+    np.testing.assert_allclose([e.value for e in loss], source["collector"].scalars["loss/auto"].values, rtol=1e-6)
+    weights = collector.Histograms("weight/auto")
+    assert [h.histogram_value.num for h in weights] == [4.0] * len(weights)
+
+    record = _accumulate(out / "record")
+    assert set(record.Tags()["scalars"]) == {"loss", "lr", "w/nan_count", "w/inf_count"}
+    assert [e.value for e in record.Scalars("w/inf_count")] == [2.0] * 5
+    events = list(EventFileLoader(str(next((out / "record").glob("*tfevents*")))).Load())
+    assert sum(1 for e in events if e.HasField("summary")) == 5  # one event per step, as MindSpore wrote
+
+
+def test_converted_logs_read_back_as_the_same_series(mindspore_logs, tmp_path):
+    out = tmp_path / "out"
+    assert main(["convert", str(mindspore_logs), str(out), "--quiet"]) == 0
+    original = {run.name: run for run in read_logdir(mindspore_logs)}
+    converted = {run.name: run for run in read_logdir(out)}
+    assert set(converted) == set(original) == {"collector", "record"}
+    for name, run in original.items():
+        for tag, series in run.scalars.items():
+            np.testing.assert_array_equal(converted[name].scalars[tag].steps, series.steps)
+            np.testing.assert_allclose(converted[name].scalars[tag].values, series.values, rtol=1e-6)
+            np.testing.assert_array_equal(converted[name].scalars[tag].wall_times, series.wall_times)
+        for tag, series in run.histograms.items():
+            for ours, theirs in zip(converted[name].histograms[tag].buckets, series.buckets, strict=True):
+                np.testing.assert_allclose(ours, theirs, rtol=1e-6)  # MindSpore logs float32 edges
+
+
+def test_converting_in_place_does_not_make_our_reader_count_points_twice(mindspore_logs, tmp_path):
+    import shutil
+
+    logs = tmp_path / "logs"
+    shutil.copytree(mindspore_logs, logs)
+    for path in logs.rglob("*"):
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    before = {run.name: run for run in read_logdir(logs)}
+    assert main(["convert", str(logs), str(logs), "--quiet"]) == 0
+    after = {run.name: run for run in read_logdir(logs)}
+    assert after["collector"].backtracks == [] and len(after["collector"].scalars["loss/auto"]) == len(
+        before["collector"].scalars["loss/auto"])
+    assert _accumulate(logs / "collector").Tags()["scalars"] == ["loss/auto"]  # TensorBoard sees the copy
+
+
+def test_usage_errors_exit_2_and_nothing_to_convert_exits_1(mindspore_logs, tmp_path, capsys):
+    assert main(["convert", str(tmp_path / "missing"), str(tmp_path / "out")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["convert", str(a_file), str(tmp_path / "out")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    write_scalar_run(tmp_path / "tf_only", {"loss": ([1], [1.0])})
+    assert main(["convert", str(tmp_path / "tf_only"), str(tmp_path / "out")]) == 1
+    assert "no MindSpore summary files" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["convert", str(mindspore_logs)])
+    assert usage.value.code == 2
+
+
+def test_an_earlier_conversion_is_kept_unless_overwrite(mindspore_logs, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["convert", str(mindspore_logs), str(out), "--quiet"]) == 0
+    assert main(["convert", str(mindspore_logs), str(out), "--quiet"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["convert", str(mindspore_logs), str(out), "--overwrite", "--progress", "always"]) == 0
+    captured = capsys.readouterr()
+    assert "[1/2] collector" in captured.err and "[2/2] record" in captured.err
+    assert len(list((out / "collector").glob("*tfevents*"))) == 1
