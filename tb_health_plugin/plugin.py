@@ -148,9 +148,13 @@ class HealthPlugin(base_plugin.TBPlugin):
         reports = self._service.reports()
         runs = []
         for name in sorted(reports):
-            data = self._service.run_data(name)
+            try:
+                data = self._service.run_data(name)
+            except UnknownRun:
+                continue  # deleted since it was listed
             roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
-            summary = run_summary(reports[name], roles.scalars, data.last_wall_time or None)
+            report = reports[name] or {"run": name, "status": "pending", "steps": None, "findings": []}
+            summary = run_summary(report, roles.scalars, data.last_wall_time or None)
             summary["job"] = job_name(name)
             runs.append(summary)
         return _json(request, {"logdir": self._logdir, "runs": runs})

@@ -1,12 +1,15 @@
-"""The plugin's data layer: one reader per logdir and an analysis cache.
+"""The plugin's data layer: one reader per logdir, a background refresher and an analysis cache.
 
-Routes never read files or run detectors themselves. A refresh reads only appended bytes and is
-rate-limited, and a run's report is recomputed only when the data of its analysis unit (the run,
-or every rank of its job, since cross-rank checks compare them) changed.
+Routes never read files themselves and never wait for a refresh after the first one: a
+background thread (started by the first request) reads what was appended every
+`refresh_interval_s` and re-analyses only the analysis units whose data changed (a unit is a run,
+or every rank of a job, since cross-rank checks compare the ranks). A unit is analysed under its
+own lock, so a slow analysis delays only the requests that need that unit's report.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -16,80 +19,149 @@ from tb_health_plugin.analysis import engine
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.series import RunData
 
-MIN_REFRESH_INTERVAL_S = 2.0  # TensorBoard's own reload is 5 s; polling faster than this reads nothing new
+logger = logging.getLogger(__name__)
+
+REFRESH_INTERVAL_S = 2.0  # how stale the tab may be; TensorBoard's own reload is 5 s
+FIRST_REFRESH_WAIT_S = 60.0  # the first request waits this long for the initial read
+RUNS_ANALYSIS_BUDGET_S = 5.0  # `runs` waits this long in all for pending analyses, then says "pending"
 
 
 class UnknownRun(KeyError):
     pass
 
 
-class HealthService:
-    def __init__(self, logdir: str, min_refresh_interval_s: float = MIN_REFRESH_INTERVAL_S):
-        self.logdir = logdir
-        self._reader = LogdirReader(logdir)
-        self._min_interval = min_refresh_interval_s
-        self._refresh_lock = threading.Lock()
-        self._analysis_lock = threading.Lock()
-        self._last_refresh = float("-inf")
-        self._reports: dict[str, tuple[Any, dict[str, Any]]] = {}  # run -> (unit key, report)
+def unit_of(run: str) -> str:
+    job = engine.job_name(run)
+    return f"job:{job}" if job is not None else f"run:{run}"
 
-    def refresh(self, force: bool = False) -> None:
-        """Read what was appended since the last refresh, at most every `min_refresh_interval_s`."""
-        with self._refresh_lock:
-            now = time.monotonic()
-            if force or now - self._last_refresh >= self._min_interval:
-                self._reader.refresh()
-                self._last_refresh = time.monotonic()
+
+class HealthService:
+    def __init__(self, logdir: str, refresh_interval_s: float = REFRESH_INTERVAL_S):
+        self.logdir = logdir
+        self.refresh_interval_s = refresh_interval_s
+        self._reader = LogdirReader(logdir)
+        self._lock = threading.Lock()  # guards the dicts below; held only briefly
+        self._reports: dict[str, tuple[Any, dict[str, Any]]] = {}  # run -> (unit key, report)
+        self._unit_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._first_refresh = threading.Event()
+        self.refresh_count = 0
+        self.analysis_count = 0  # units analysed since start: unchanged logs add nothing
+
+    # ----- background work
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._loop, name="tb-health-refresh", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                try:
+                    self.refresh_now()
+                finally:
+                    self._first_refresh.set()
+                self._analyse_changed()
+            except Exception:  # noqa: BLE001 - the refresher must outlive any bad log
+                logger.exception("tb-health: refresh of %s failed", self.logdir)
+            self._stop.wait(self.refresh_interval_s)
+
+    def refresh_now(self) -> None:
+        self._reader.refresh()
+        self.refresh_count += 1
+
+    def _ready(self) -> None:
+        self.start()
+        self._first_refresh.wait(FIRST_REFRESH_WAIT_S)
+
+    def _analyse_changed(self) -> None:
+        for members in self._units(self._reader.run_names()).values():
+            if self._stop.is_set():
+                return
+            self._unit_reports(members)
+
+    # ----- queries
 
     def run_names(self) -> list[str]:
-        self.refresh()
+        self._ready()
         return self._reader.run_names()
 
     def run_data(self, run: str) -> RunData:
-        self.refresh()
+        self._ready()
         try:
             return self._reader.run(run)
         except KeyError:
             raise UnknownRun(run) from None
 
-    def _units(self, names: list[str]) -> dict[str, list[str]]:
-        units: dict[str, list[str]] = defaultdict(list)
-        for name in names:
-            job = engine.job_name(name)
-            units[f"job:{job}" if job is not None else f"run:{name}"].append(name)
-        return units
+    def reports(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, dict[str, Any] | None]:
+        """Every run's report; None for runs whose first analysis did not finish within the budget.
 
-    def reports(self) -> dict[str, dict[str, Any]]:
-        """Every run's report, analysing only units whose data changed."""
+        Runs whose data changed since their last analysis keep their last report until the new
+        one is ready, so a busy analysis never blanks the overview.
+        """
         names = self.run_names()
-        out: dict[str, dict[str, Any]] = {}
-        for members in self._units(names).values():
-            out.update(self._unit_reports(members))
+        deadline = time.monotonic() + budget_s
+        out: dict[str, dict[str, Any] | None] = {}
+        for unit, members in self._units(names).items():
+            lock = self._unit_lock(unit)
+            if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                lock.release()
+                try:
+                    out.update(self._unit_reports(members))
+                    continue
+                except UnknownRun:
+                    pass
+            with self._lock:
+                for name in members:
+                    cached = self._reports.get(name)
+                    out[name] = cached[1] if cached else None
         return out
 
     def report(self, run: str) -> dict[str, Any]:
         names = self.run_names()
         if run not in names:
             raise UnknownRun(run)
-        job = engine.job_name(run)
-        members = [n for n in names if engine.job_name(n) == job] if job is not None else [run]
-        return self._unit_reports(members)[run]
+        unit = unit_of(run)
+        return self._unit_reports([n for n in names if unit_of(n) == unit])[run]
+
+    # ----- analysis cache
+
+    def _units(self, names: list[str]) -> dict[str, list[str]]:
+        units: dict[str, list[str]] = defaultdict(list)
+        for name in names:
+            units[unit_of(name)].append(name)
+        return units
+
+    def _unit_lock(self, unit: str) -> threading.Lock:
+        with self._lock:
+            return self._unit_locks[unit]
 
     def _unit_reports(self, members: list[str]) -> dict[str, dict[str, Any]]:
-        try:
-            key = tuple((name, self._reader.version(name)) for name in members)
-        except KeyError:  # a run vanished between listing and analysis
-            self.refresh(force=True)
-            members = [m for m in members if m in self._reader.run_names()]
-            key = tuple((name, self._reader.version(name)) for name in members)
-        with self._analysis_lock:
-            cached = [self._reports.get(name) for name in members]
+        with self._unit_lock(unit_of(members[0])):
+            try:
+                key = tuple((name, self._reader.version(name)) for name in members)
+            except KeyError as gone:  # a run vanished since it was listed
+                raise UnknownRun(gone.args[0]) from None
+            with self._lock:
+                cached = [self._reports.get(name) for name in members]
             if all(c is not None and c[0] == key for c in cached):
-                return {name: c[1] for name, c in zip(members, cached, strict=False)}
+                return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
             fresh = engine.analyze_runs(runs)
-            for name, report in zip(members, fresh, strict=False):
-                self._reports[name] = (key, report)
-            for stale in set(self._reports) - set(self._reader.run_names()):
-                del self._reports[stale]
-            return dict(zip(members, fresh, strict=False))
+            with self._lock:
+                self.analysis_count += 1
+                for name, report in zip(members, fresh, strict=True):
+                    self._reports[name] = (key, report)
+                live = set(self._reader.run_names())
+                for stale in set(self._reports) - live:
+                    del self._reports[stale]
+            return dict(zip(members, fresh, strict=True))
