@@ -45,7 +45,7 @@ class RunSignals:
     def from_run(cls, data: RunData, overrides: dict[str, str] | None = None) -> RunSignals:
         roles = resolve_roles(data.scalars.keys(), data.histograms.keys(), overrides)
         signals = cls(run=data.name, roles=roles, data=data)
-        for role, tag in roles.scalars.items():
+        for role, tag in list(roles.scalars.items()):
             series = data.scalars[tag]
             if role == "step_time_s":
                 if signals.step_time_ms is None:
