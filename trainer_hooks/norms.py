@@ -1,10 +1,12 @@
 """Gradient norms computed inside the compiled step (graph mode included).
 
 MindSpore has no function returning the global norm. Squaring float32 gradients directly
-underflows to 0 below about 1e-19 and overflows to inf above about 1e19 (NOTES.md), so every
-norm here is taken as `peak * sqrt(sum((x / peak)^2))` with `peak = max|x|`: exact for any
-finite input, NaN/Inf kept. The result is ONE small float32 vector, `[global, p_1, ..., p_k]`,
-the only thing the host has to fetch per step.
+underflows to 0 below about 1e-19 and overflows to inf above about 1e19 (NOTES.md). The fast
+path squares and sums each gradient (two kernels per parameter); only when a sum is not safely
+inside float32's range (zero, below 2^-100, or not finite) is every norm recomputed as
+`peak * sqrt(sum((x / peak)^2))` with `peak = max|x|`, exact for any finite input, NaN/Inf kept.
+The result is ONE small float32 vector, `[global, p_1, ..., p_k]`, the only thing the host has
+to fetch per step.
 """
 
 from __future__ import annotations
@@ -15,8 +17,18 @@ from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
 
 FLOAT32_TINY = 1.1754944e-38  # smallest normal float32: the divisor floor for an all-zero tensor
+# A sum of squares below this may have lost terms to underflow (2^-100: float32 keeps 24-bit
+# precision down to 2^-126, so squares 2^26 times smaller than the sum are still represented).
+SAFE_SQUARE_SUM = 2.0**-100
 
 _param_norm = C.MultitypeFuncGraph("tb_health_param_norm")
+_square_sum = C.MultitypeFuncGraph("tb_health_square_sum")
+
+
+@_square_sum.register("Tensor")
+def _plain_square_sum(tensor):
+    values = ops.cast(tensor, mstype.float32)
+    return ops.reduce_sum(values * values)
 
 
 @_param_norm.register("Tensor")
@@ -39,7 +51,12 @@ def grad_norm_stats(grads):
 
     Usable inside `ms.jit` functions, `Cell.construct` (graph mode) and PyNative code.
     """
-    per_param = ops.stack(_hyper_map(_param_norm, grads))
+    square_sums = ops.stack(_hyper_map(_square_sum, grads))
+    in_range = ops.logical_and(ops.isfinite(square_sums), square_sums > SAFE_SQUARE_SUM)
+    if in_range.all():
+        per_param = ops.sqrt(square_sums)
+    else:
+        per_param = ops.stack(_hyper_map(_param_norm, grads))
     global_norm = scaled_l2_norm(per_param)
     return ops.concat((ops.expand_dims(global_norm, 0), per_param))
 
