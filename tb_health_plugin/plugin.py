@@ -81,7 +81,7 @@ def run_summary(report: dict[str, Any], signals: dict[str, str], last_update: fl
     counts = {severity: 0 for severity in SEVERITY_RANK}
     for finding in findings:
         counts[finding["severity"]] += 1
-    alarms = [f for f in findings if f["severity"] != "info"] or findings
+    alarms = [f for f in findings if f["severity"] != "info"]  # info is context, never "worst"
     worst = max(alarms, key=lambda f: (SEVERITY_RANK[f["severity"]], -f["step"]), default=None)
     return {
         "run": report["run"],
