@@ -1,14 +1,17 @@
 """Parse many framed record payloads with one protobuf call.
 
-The framed bytes are copied once and each record's 12-byte header and 4-byte footer are
-rewritten in place so that the whole run of records becomes a valid `EventBatch` message:
-`field 1 + varint length` right before each payload (the repeated `events` field), and the
-remaining header and footer bytes turn into a padding varint field (number 2) that the
-container declares as a singular field (each occurrence overwrites the last, nothing piles up).
-Contiguous runs of records therefore cost one memcpy plus one upb parse.
+The framed bytes are copied once and rewritten in place so that a whole stretch of the buffer
+becomes one valid `EventBatch` message:
+- each selected record's 12-byte header becomes a padding varint (field 2, declared singular, so
+  nothing piles up) followed by the key and length of one `events` entry (field 1);
+- the bytes after its payload, up to the next selected record (its 4-byte footer, plus any
+  records handled elsewhere, such as scalars the vectorised path already decoded), become one
+  `skipped` bytes field (field 3, singular too).
+So any selection of records costs one memcpy plus one upb parse per stretch of up to
+MAX_BATCH_BYTES.
 
-A run that fails to parse as a whole (an undecodable payload) is split in halves until the bad
-records are isolated; they are counted, the others are kept.
+A stretch that fails to parse as a whole (an undecodable payload) is split in halves until the
+bad records are isolated; they are counted, the others are kept.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ from google.protobuf.message import DecodeError
 
 from tb_health_plugin.readers.records import FOOTER_BYTES, HEADER_BYTES
 
-PADDING_FIELD_TAG = 0x10  # field 2, wire type 0 (varint)
+EVENTS_FIELD_KEY = 0x0A  # field 1, length-delimited
+PADDING_FIELD_KEY = 0x10  # field 2, varint
+SKIPPED_FIELD_KEY = 0x1A  # field 3, length-delimited
+SKIPPED_LENGTH_BYTES = 3  # the skipped field's length is always written as a 3-byte varint ...
+MAX_SKIPPED_BYTES = (1 << (7 * SKIPPED_LENGTH_BYTES)) - 1  # ... so gaps longer than this split a stretch
 MAX_BATCH_BYTES = 8 << 20  # bounds the memory of the parsed message objects per call
 
 
@@ -33,7 +40,7 @@ def _varint_sizes(values: np.ndarray) -> np.ndarray:
 
 def _write_padding(out: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
     """Write a padding varint field of exactly `sizes` (>= 2) bytes at each start."""
-    out[starts] = PADDING_FIELD_TAG
+    out[starts] = PADDING_FIELD_KEY
     longest = int(sizes.max()) if sizes.shape[0] else 0
     for byte in range(1, longest):
         inside = byte < sizes
@@ -41,29 +48,35 @@ def _write_padding(out: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> No
 
 
 def rewrite_as_batch(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bytes:
-    """The bytes of contiguous framed records `raw[starts-12 : starts+lengths+4]` as one EventBatch."""
+    """The bytes from the first selected record's header to the last one's footer as one EventBatch."""
     first, last = int(starts[0]) - HEADER_BYTES, int(starts[-1] + lengths[-1]) + FOOTER_BYTES
     out = raw[first:last].copy()
     starts = starts - first
     sizes = _varint_sizes(lengths)
     prefix_starts = starts - 1 - sizes
-    out[prefix_starts] = 0x0A  # field 1, length-delimited
+    out[prefix_starts] = EVENTS_FIELD_KEY
     for byte in range(int(sizes.max())):
         inside = byte < sizes
         shifted = (lengths[inside] >> (7 * byte)) & 0x7F
         continuation = np.where(byte < sizes[inside] - 1, 0x80, 0x00)
         out[prefix_starts[inside] + 1 + byte] = shifted | continuation
     _write_padding(out, starts - HEADER_BYTES, HEADER_BYTES - 1 - sizes)
-    _write_padding(out, starts + lengths, np.full(starts.shape[0], FOOTER_BYTES, dtype=np.int64))
+    gap_starts = starts + lengths
+    gap_ends = np.append(starts[1:] - HEADER_BYTES, out.shape[0])
+    skipped = gap_ends - gap_starts - 1 - SKIPPED_LENGTH_BYTES  # footer (4 bytes) included
+    out[gap_starts] = SKIPPED_FIELD_KEY
+    for byte in range(SKIPPED_LENGTH_BYTES):
+        continuation = 0x80 if byte < SKIPPED_LENGTH_BYTES - 1 else 0x00
+        out[gap_starts + 1 + byte] = ((skipped >> (7 * byte)) & 0x7F) | continuation
     return out.tobytes()
 
 
-def _contiguous_runs(starts: np.ndarray, lengths: np.ndarray):
-    """Index ranges of records that follow each other directly, cut to MAX_BATCH_BYTES."""
+def _stretches(starts: np.ndarray, lengths: np.ndarray):
+    """Index ranges of records parsed together: span up to MAX_BATCH_BYTES, no gap over MAX_SKIPPED_BYTES."""
     if starts.shape[0] == 0:
         return
-    ends = starts + lengths + FOOTER_BYTES
-    breaks = np.flatnonzero(starts[1:] - HEADER_BYTES != ends[:-1]) + 1
+    gaps = (starts[1:] - HEADER_BYTES) - (starts[:-1] + lengths[:-1]) - 1 - SKIPPED_LENGTH_BYTES
+    breaks = np.flatnonzero(gaps > MAX_SKIPPED_BYTES) + 1
     edges = [0, *breaks.tolist(), starts.shape[0]]
     for begin, end in zip(edges[:-1], edges[1:], strict=True):
         while begin < end:
@@ -78,7 +91,7 @@ def parse_events(batch_class, raw: np.ndarray, starts: np.ndarray, lengths: np.n
     """Parse every record into an event message: ([(record index, event), ...], undecodable count)."""
     parsed: list = []
     bad = 0
-    for begin, end in _contiguous_runs(starts, lengths):
+    for begin, end in _stretches(starts, lengths):
         pending = [(begin, end)]
         while pending:
             lo, hi = pending.pop()

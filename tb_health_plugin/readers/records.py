@@ -30,6 +30,7 @@ _CRC_MASK_DELTA = 0xA282EAD8  # TFRecord's masking constant
 _CASTAGNOLI_REFLECTED = 0x82F63B78  # CRC32C polynomial, bit-reversed
 _RESYNC_WINDOW = 1 << 20  # positions examined per numpy pass while resynchronising
 _LOOP_RECORDS = 48  # records followed one by one before predicting the next ones
+_MAX_LOOP_RECORDS = 3072  # the most, after patterns failed to show up
 _MAX_CYCLE = 16  # longest repeating pattern of record sizes looked for
 _FIRST_PREDICTION = 64  # cycles predicted in the first window
 _PREDICTED_RECORDS = 1 << 18  # most records predicted per numpy pass
@@ -110,7 +111,7 @@ def _frame_loop(buf: bytes, pos: int, max_records: int) -> tuple[list[int], int,
 
 def _size_cycle(headers: list[int], stop: int) -> np.ndarray | None:
     """The repeating pattern of record sizes at the end of `headers`, if there is one."""
-    sizes = np.diff(np.asarray([*headers, stop], dtype=np.int64))
+    sizes = np.diff(np.asarray([*headers[-3 * _MAX_CYCLE :], stop], dtype=np.int64))
     for period in range(1, min(_MAX_CYCLE, sizes.shape[0] // 3) + 1):
         tail = sizes[-3 * period :]
         if np.array_equal(tail[:period], tail[period : 2 * period]) and np.array_equal(tail[:period], tail[2 * period :]):
@@ -152,15 +153,19 @@ def _frame_unchecked(buf: bytes, raw: np.ndarray, pos: int) -> tuple[np.ndarray,
     and verified against their length fields with numpy; a wrong prediction falls back to the loop.
     """
     parts: list = []
+    loop_records = _LOOP_RECORDS
     while True:
-        headers, pos, at_end = _frame_loop(buf, pos, _LOOP_RECORDS)
+        headers, pos, at_end = _frame_loop(buf, pos, loop_records)
         parts.append(headers)
-        cycle = None if at_end else _size_cycle(headers, pos)
         if at_end:
             break
-        if cycle is not None:
-            predicted, pos = _frame_predicted(raw, pos, cycle)
-            parts.extend(predicted)
+        cycle = _size_cycle(headers, pos)
+        if cycle is None:  # no pattern (say, histograms between scalars): look less often
+            loop_records = min(2 * loop_records, _MAX_LOOP_RECORDS)
+            continue
+        loop_records = _LOOP_RECORDS
+        predicted, pos = _frame_predicted(raw, pos, cycle)
+        parts.extend(predicted)
     return np.concatenate([np.asarray(part, dtype=np.int64) for part in parts]), pos
 
 

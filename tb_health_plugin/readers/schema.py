@@ -6,7 +6,7 @@
 - `TbEventBatch`: a container of TensorBoard `Event`s (`repeated tensorboard.Event events = 1`).
 
 The batch containers let one upb parse call decode thousands of records (see `batch.py`): field 1
-holds the events, field 2 absorbs the rewritten TFRecord framing bytes.
+holds the events, fields 2 and 3 absorb the rewritten TFRecord framing and the records between.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ MS_MESSAGES: dict[str, list[tuple]] = {
     "EventBatch": [
         ("events", 1, _REPEATED, "Event", None, False),
         ("framing_padding", 2, _OPTIONAL, _F.TYPE_UINT64, None, False),
+        ("skipped", 3, _OPTIONAL, _F.TYPE_BYTES, None, False),
     ],
 }
 
@@ -117,6 +118,7 @@ def _tfevents_batch_descriptor() -> descriptor_pb2.FileDescriptorProto:
     message = file_proto.message_type.add(name="EventBatch")
     message.field.add(name="events", number=1, label=_REPEATED, type=_F.TYPE_MESSAGE, type_name=".tensorboard.Event")
     message.field.add(name="framing_padding", number=2, label=_OPTIONAL, type=_F.TYPE_UINT64)
+    message.field.add(name="skipped", number=3, label=_OPTIONAL, type=_F.TYPE_BYTES)
     return file_proto
 
 
