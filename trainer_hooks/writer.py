@@ -3,6 +3,10 @@
 Everything goes through TensorBoard's own `EventFileWriter` (a background thread does the file
 I/O) and its protos. Any failure (unwritable folder, full disk, a dead writer thread) is warned
 about once; later writes are dropped silently so training carries on.
+
+TensorBoard (hence protobuf) is imported only when a writer is created: MindSpore must be
+imported before protobuf in a process (it needs protobuf's pure-python backend), so importing
+`trainer_hooks` before `mindspore` must not load protobuf.
 """
 
 from __future__ import annotations
@@ -13,11 +17,6 @@ import time
 import warnings
 
 import numpy as np
-from tensorboard.compat.proto import event_pb2, summary_pb2
-from tensorboard.compat.proto.tensor_pb2 import TensorProto
-from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
-from tensorboard.plugins.text import metadata as text_metadata
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +33,10 @@ class SafeEventWriter:
         self.log_dir = log_dir
         self._lock = threading.Lock()
         self._failed = False
-        self._writer: EventFileWriter | None = None
+        self._writer = None
         try:
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
             self._writer = EventFileWriter(log_dir, max_queue_size=MAX_QUEUED_EVENTS, flush_secs=flush_secs)
         except Exception as error:  # unwritable folder: warn, keep training
             self._fail(error)
@@ -45,11 +46,15 @@ class SafeEventWriter:
         return self._writer is not None and not self._failed
 
     def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
+        from tensorboard.compat.proto import summary_pb2
+
         summary_value = summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
         self._add(summary_value, step, wall_time)
 
     def histogram(self, tag: str, values: np.ndarray, step: int, wall_time: float | None = None) -> None:
         """A legacy `HistogramProto` of the finite values (what TensorBoard's Histograms tab reads)."""
+        from tensorboard.compat.proto import summary_pb2
+
         finite = np.asarray(values, dtype=np.float64).ravel()
         finite = finite[np.isfinite(finite)]
         if finite.size == 0:
@@ -68,6 +73,11 @@ class SafeEventWriter:
 
     def text(self, tag: str, text: str, step: int, wall_time: float | None = None) -> None:
         """A text summary in the format of TensorBoard's Text plugin."""
+        from tensorboard.compat.proto import summary_pb2
+        from tensorboard.compat.proto.tensor_pb2 import TensorProto
+        from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+        from tensorboard.plugins.text import metadata as text_metadata
+
         tensor = TensorProto(dtype="DT_STRING", string_val=[text.encode("utf-8")], tensor_shape=TensorShapeProto())
         summary_value = summary_pb2.Summary.Value(
             tag=tag, metadata=text_metadata.create_summary_metadata(display_name=None, description=None), tensor=tensor
@@ -93,6 +103,8 @@ class SafeEventWriter:
     def _add(self, summary_value, step: int, wall_time: float | None) -> None:
         if not self.healthy:
             return
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+
         event = event_pb2.Event(
             wall_time=time.time() if wall_time is None else wall_time,
             step=int(step),
