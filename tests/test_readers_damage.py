@@ -171,3 +171,33 @@ def test_runs_whose_files_vanish_disappear_and_shrunk_files_are_reread(tmp_path)
     assert reader.refresh() is True
     assert reader.run_names() == ["a"]
     np.testing.assert_array_equal(reader.run("a").scalars["loss"].steps, [7])
+
+
+def test_unreadable_file_is_counted_once_and_its_run_still_appears(tmp_path):
+    path = write_scalar_run(tmp_path / "locked", {"loss": ([1], [1.0])})
+    write_scalar_run(tmp_path / "fine", {"loss": ([1], [1.0])})
+    path.unlink()
+    path.symlink_to(tmp_path / "nowhere")  # listed like a file, open() fails (even for root)
+    reader = LogdirReader(tmp_path)
+    assert reader.refresh() is True
+    assert reader.run_names() == ["fine", "locked"]
+    assert reader.run("locked").skipped_records == 1 and reader.run("locked").scalars == {}
+    version = reader.version("locked")
+    assert reader.refresh() is False and reader.version("locked") == version
+
+
+def test_records_straddling_read_chunks_and_records_bigger_than_a_chunk(tmp_path, monkeypatch):
+    from tb_health_plugin.readers import logdir_reader
+    from tests.readers_fixtures import event, tensor_value, write_events
+
+    big = np.arange(3000, dtype=np.float64).reshape(1000, 3)  # a ~24 kB histogram record
+    events = [event(s, tensor_value("grad/w", big, "histograms" if s == 0 else None)) for s in range(3)]
+    write_events(tmp_path / "run", events, suffix=".0")
+    write_scalar_run(tmp_path / "run", {"loss": (STEPS, [float(s) for s in STEPS])}, suffix=".1")
+    expected = read_logdir(tmp_path)[0]
+    monkeypatch.setattr(logdir_reader, "READ_CHUNK_BYTES", 100)
+    (chunked,) = read_logdir(tmp_path)
+    assert chunked.skipped_records == 0
+    np.testing.assert_array_equal(chunked.scalars["loss"].steps, expected.scalars["loss"].steps)
+    assert len(chunked.histograms["grad/w"]) == 3
+    np.testing.assert_array_equal(chunked.histograms["grad/w"].buckets[2], big)

@@ -117,3 +117,28 @@ def test_run_with_only_empty_or_garbage_files_still_appears(tmp_path):
     assert set(runs) == {"empty", "garbage"}
     assert runs["empty"].scalars == {} and runs["empty"].skipped_records == 0
     assert runs["garbage"].scalars == {} and runs["garbage"].skipped_records >= 1
+
+
+def test_one_number_tensors_of_every_numeric_layout_are_scalars(tmp_path):
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+
+    from tests.readers_fixtures import Summary
+
+    def scalar_tensor(tag, step, **fields):
+        value = tensor_value(tag, np.float32(0), "scalars" if step == 0 else None)
+        value.tensor.CopyFrom(TensorProto(**fields))
+        return value
+
+    shape_1 = TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)])
+    events = [
+        event(0, scalar_tensor("a", 0, dtype=1, float_val=[1.5])),
+        event(0, scalar_tensor("b", 0, dtype=2, tensor_content=np.float64(2.5).tobytes())),
+        event(0, scalar_tensor("c", 0, dtype=9, int64_val=[7], tensor_shape=shape_1)),
+        event(0, scalar_tensor("d", 0, dtype=3, tensor_content=np.int32(-3).tobytes())),
+        event(0, Summary.Value(tag="e", tensor=tensor_value("e", np.array([4.0, 5.0]), None).tensor)),
+    ]
+    write_events(tmp_path, events)
+    (run,) = read_logdir(tmp_path)
+    assert {tag: s.values.tolist() for tag, s in run.scalars.items()} == {"a": [1.5], "b": [2.5], "c": [7.0], "d": [-3.0]}
+    assert "e" not in run.scalars  # two numbers without metadata: neither scalar nor [k, 3] histogram

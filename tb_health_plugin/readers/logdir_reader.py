@@ -48,6 +48,7 @@ class _RunState:
         self.name = name
         self.lock = threading.Lock()
         self.files: dict[str, _FileState] = {}
+        self.failed_files: dict[str, int] = {}  # path -> size when reading it raised
         self.scalars: dict[str, ScalarBuilder] = {}
         self.histograms: dict[str, HistogramBuilder] = {}
         self.texts: dict[str, TextBuilder] = {}
@@ -117,9 +118,10 @@ class _RunState:
                     return True
                 continue
             try:
-                if os.stat(event_file.path).st_size < state.offset:
-                    return True
+                size = os.stat(event_file.path).st_size
             except OSError:
+                size = -1  # unreadable now: only matters if something was read from it before
+            if state.offset and size < state.offset:
                 return True
         return False
 
@@ -201,9 +203,17 @@ class LogdirReader:
         changed = False
         for event_file in files:
             try:
+                size = os.stat(event_file.path).st_size
+            except OSError:
+                size = -1
+            if run.failed_files.get(event_file.path) == size:
+                continue  # failed before and has not changed since: counted once
+            try:
                 changed = run.read_new_bytes(event_file) or changed
+                run.failed_files.pop(event_file.path, None)
             except Exception:  # noqa: BLE001 - a bad file must never stop the other runs
                 logger.warning("tb-health: skipping unreadable event file %s", event_file.path, exc_info=True)
+                run.failed_files[event_file.path] = size
                 run.skipped_records += 1
                 changed = True
         return changed

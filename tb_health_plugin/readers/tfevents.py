@@ -20,6 +20,7 @@ from tb_health_plugin.readers.points import DecodedBatch, HistogramPoint, Scalar
 from tb_health_plugin.readers.schema import TbEventBatch
 
 SCALARS_PLUGIN, HISTOGRAMS_PLUGIN, TEXT_PLUGIN = "scalars", "histograms", "text"
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64 = 1, 2, 3, 9  # tensorboard.DataType numbers
 _NUMERIC_KINDS = "biuf"
 
 
@@ -32,6 +33,23 @@ def legacy_histogram_buckets(histo) -> np.ndarray:
     lefts = np.concatenate([[histo.min], limits[:-1]])
     rights = np.concatenate([limits[:-1], [histo.max]])
     return np.stack([lefts, rights, counts], axis=1)
+
+
+_SCALAR_CONTENT = {DT_FLOAT: "<f4", DT_DOUBLE: "<f8", DT_INT32: "<i4", DT_INT64: "<i8"}
+
+
+def _scalar_tensor_value(tensor) -> float | None:
+    """The number in a one-element float/int tensor without building an ndarray (TF2 scalars)."""
+    if any(dim.size != 1 for dim in tensor.tensor_shape.dim):
+        return None
+    for values in (tensor.float_val, tensor.double_val, tensor.int_val, tensor.int64_val):
+        if len(values) == 1:
+            return float(values[0]) if tensor.dtype in _SCALAR_CONTENT else None
+    content = tensor.tensor_content
+    dtype = _SCALAR_CONTENT.get(tensor.dtype)
+    if dtype is not None and len(content) == np.dtype(dtype).itemsize:
+        return float(np.frombuffer(content, dtype=dtype)[0])
+    return None
 
 
 def _text_of(array: np.ndarray) -> str:
@@ -89,6 +107,11 @@ class TfeventsDecoder:
             self.plugin_by_tag[value.tag] = value.metadata.plugin_data.plugin_name
         plugin = self.plugin_by_tag.get(value.tag)
         if plugin not in (None, SCALARS_PLUGIN, HISTOGRAMS_PLUGIN, TEXT_PLUGIN):
+            return
+        number = _scalar_tensor_value(value.tensor) if plugin in (None, SCALARS_PLUGIN) else None
+        if number is not None:
+            for column, item in zip(scalar_lists, (value.tag, record, step, wall, number), strict=True):
+                column.append(item)
             return
         try:
             array = tensor_util.make_ndarray(value.tensor)
