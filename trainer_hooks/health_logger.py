@@ -223,7 +223,7 @@ class HealthLogger:
         if grad_stats is not None:
             stats = to_numpy(grad_stats).astype(np.float64).reshape(-1)
             grad_norm = stats[0]
-            names = self._param_names(len(stats) - 1)
+            names = self.param_names(len(stats) - 1)
             param_grad_norms = dict(zip(names, stats[1:], strict=True))
         grad_norm_value = None if grad_norm is None else to_float(grad_norm)
         self.loss_window.add(loss_value)
@@ -239,7 +239,7 @@ class HealthLogger:
         if self.wants_weights(step):
             self._log_weights(step, grads)
         if self.histogram_freq and step % self.histogram_freq == 0 and grads is not None and self._logs_histograms():
-            names = self._param_names(len(grads))
+            names = self.param_names(len(grads))
             for name, grad in zip(names, grads, strict=True):
                 self.writer.histogram(f"grad/{name}", to_numpy(grad), step)
 
@@ -355,7 +355,8 @@ class HealthLogger:
     def _logs_histograms(self) -> bool:
         return self.histogram_ranks is None or self.rank_info.rank in self.histogram_ranks
 
-    def _param_names(self, count: int) -> list[str]:
+    def param_names(self, count: int) -> list[str]:
+        """Names of the watched parameters, or `param_<i>` when `count` does not match them."""
         names = list(self.parameters)
         if len(names) == count:
             return names

@@ -48,7 +48,7 @@ class MindFormersHealthMonitor(HealthMonitor):
         if len(rest) == 4 and rest[2] is not None:
             squared = to_numpy(rest[2]).astype(np.float64).reshape(-1)
             norms = np.sqrt(squared)
-            names = self.health._param_names(len(norms))
+            names = self.health.param_names(len(norms))
             values["param_grad_norms"] = dict(zip(names, norms, strict=True))
             if global_norm is None:
                 values["grad_norm"] = float(np.sqrt(squared.sum()))
