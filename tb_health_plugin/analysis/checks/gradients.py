@@ -129,8 +129,11 @@ def layer_depth_check(signals: RunSignals) -> list[Finding]:
     ratio = event.evidence["early_to_late_ratio"]
     event.evidence["early_layer_ids"] = depths[:third]
     event.evidence["late_layer_ids"] = depths[-third:]
-    prefix = "grad_norm/" if signals.param_grad_norms else "grad/"
     example = next((p for p in sorted(per_param) if layer_index(p) == depths[0]), "")
+    tags = signals.roles.per_parameter.get("param_grad_norm", {}) if signals.param_grad_norms else {}
+    if not tags:
+        tags = signals.roles.histograms.get("grad_histogram", {})
+    tag = tags.get(example, example)
     if event.kind == "vanishing_gradients":
         message = (
             f"Gradients of the first layers are {1 / ratio:.3g}x smaller than those of the last "
@@ -143,7 +146,7 @@ def layer_depth_check(signals: RunSignals) -> list[Finding]:
             f"from step {int(steps[event.index])}."
         )
         advice = ADVICE["depth_exploding"]
-    return [_finding(event, steps, prefix + example, message, advice)]
+    return [_finding(event, steps, tag, message, advice)]
 
 
 RUN_CHECKS = [global_norm_check, layer_depth_check]

@@ -10,6 +10,8 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   post-warm-up level for `sustained_length(n)` points. Measuring against the running minimum
   means norms that start high and settle never alarm, while growth at any later time does.
   Critical when the excess reaches `CRITICAL_EXPLODE_DECADES` (10^4x) or the norm overflows.
+  The reported onset walks back from there while the level is still `ONSET_NOISE_MULTIPLE`
+  robust sigmas (1.4826 MAD of the residuals around the level) and at least 2x above baseline.
 * Vanishing, relative: the level stays `VANISH_DECADES` (1000x) below the running maximum of the
   post-warm-up level, *and* the loss (when given) fell by at least `LOSS_EXPLAINS_DECADES` less
   than the norm did. Near a minimum the gradient shrinks with the loss; a gradient that collapses
@@ -39,7 +41,8 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
 
 EXPLODE_DECADES = 2.0
 CRITICAL_EXPLODE_DECADES = 4.0
-ONSET_DECADES = 1.0  # the onset is where the raw norm first stands 10x above the baseline
+ONSET_NOISE_MULTIPLE = 3.0  # the onset: where the level first stands 3 noise sigmas above baseline
+ONSET_MIN_DECADES = 0.3  # ... and at least 2x
 VANISH_DECADES = 3.0
 LOSS_EXPLAINS_DECADES = 2.0
 ABSOLUTE_FLOOR = 1e-8
@@ -87,8 +90,13 @@ def exploding(values: np.ndarray) -> GradientEvent | None:
     base = float(baseline[run[0]])
     if not np.any(np.isfinite(logs[warm:stop]) & (logs[warm:stop] - base >= EXPLODE_DECADES)):
         return None  # only non-finite values: a NaN problem, reported as `nonfinite`
+    # the onset: walk back while the level still stands clearly above the baseline noise
+    residual = (logs - level)[warm:]
+    residual = residual[np.isfinite(residual)]
+    noise = 1.4826 * float(np.median(np.abs(residual - np.median(residual)))) if residual.size else 0.0
+    rise = max(ONSET_NOISE_MULTIPLE * noise, ONSET_MIN_DECADES)
     onset = start
-    while onset - 1 >= warm and logs[onset - 1] - base >= ONSET_DECADES:
+    while onset - 1 >= warm and level[onset - 1] - base >= rise:
         onset -= 1
     window = logs[onset:stop]
     peak = (

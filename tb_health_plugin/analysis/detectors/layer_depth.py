@@ -18,6 +18,7 @@ the network. Critical at `CRITICAL_DEPTH_DECADES` (10^6x): the early layers do n
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 
@@ -87,7 +88,8 @@ def depth_imbalance(norms: np.ndarray) -> GradientEvent | None:
     third = max(1, layers // 3)
     logs = safe_log10(norms)
     logs[norms == 0] = -np.inf
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # steps where every norm is NaN
         early = np.nanmedian(logs[:third], axis=0)
         late = np.nanmedian(logs[-third:], axis=0)
         gap = early - late

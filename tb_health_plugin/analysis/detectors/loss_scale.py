@@ -10,9 +10,10 @@ rate. Working on log2(scale):
 * overflows: the share of points whose logged overflow flag is set, else estimated from the scale
   itself as the number of halvings between logged points per step (a lower bound).
 * calibration ends at the first regrowth; skips before it are normal and not counted.
-* overflow rate: overflows / steps after calibration above `OVERFLOW_RATE_WARNING` (2%: 20x the
-  rate a 1000-step window produces) with at least `MIN_OVERFLOWS`; critical above
-  `OVERFLOW_RATE_CRITICAL` (20% of steps skipped).
+* overflow rate: from the first overflow whose next `ONSET_WINDOW_SHARE` of points already skip
+  `OVERFLOW_RATE_WARNING` (2%: 20x the rate a 1000-step window produces) of their steps, the
+  rate to the end of the run stays above that rate with at least `MIN_OVERFLOWS`; critical
+  above `OVERFLOW_RATE_CRITICAL` (20% of steps skipped).
 * steady decline: after the last regrowth (or with none at all) the scale keeps falling, at least
   `DECLINE_HALVINGS` halvings spread over `DECLINE_MIN_SHARE` of the run, and the level fell
   `DECLINE_HALVINGS` below the post-calibration maximum: the manager cannot find a stable scale.
@@ -34,6 +35,7 @@ MIN_OVERFLOWS = 5
 DECLINE_HALVINGS = 4
 DECLINE_MIN_SHARE = 0.2
 MIN_SCALE = 1.0
+ONSET_WINDOW_SHARE = 0.05
 MIN_POINTS = 5
 
 
@@ -108,19 +110,33 @@ def analyse_loss_scale(
 
 
 def _overflow_rate(steps, log_scale, counted_from, overflow) -> tuple[int, float, int | None]:
-    """(overflows, overflows per step, index of the first counted one) after `counted_from`."""
+    """(overflows, overflows per step, index where the high rate starts) after `counted_from`.
+
+    The start is the first overflow from which the rate over the next `ONSET_WINDOW_SHARE` of
+    the points reaches the warning rate; count and rate are those from that start to the end.
+    """
     if overflow is not None:
         flag_steps, flags = (np.asarray(a) for a in overflow)
         after = flag_steps > steps[counted_from]
-        flagged = flag_steps[after][flags[after] > 0]
-        rate = flagged.size / max(1, int(after.sum()))  # flags are a per-step sample
-        first = int(np.searchsorted(steps, flagged[0])) if flagged.size else None
-        return int(flagged.size), rate, first
-    halvings = np.round(np.maximum(0.0, -np.diff(log_scale)))[counted_from:]
-    span = max(1, int(steps[-1] - steps[counted_from]))
-    hits = np.flatnonzero(halvings > 0)
-    first = counted_from + int(hits[0]) + 1 if hits.size else None
-    return int(halvings.sum()), float(halvings.sum() / span), first
+        events = (flags[after] > 0).astype(np.float64)
+        exposure = np.ones(events.size)  # flags are a per-step sample: one step per point
+        positions = np.searchsorted(steps, flag_steps[after])
+    else:
+        events = np.round(np.maximum(0.0, -np.diff(log_scale)))[counted_from:]
+        exposure = np.diff(steps)[counted_from:].astype(np.float64)
+        positions = np.arange(counted_from + 1, steps.size)
+    if events.size == 0:
+        return 0, 0.0, None
+    width = max(10, int(np.ceil(ONSET_WINDOW_SHARE * events.size)))
+    kernel = np.ones(width)
+    forward_events = np.convolve(events[::-1], kernel)[: events.size][::-1]
+    forward_exposure = np.convolve(exposure[::-1], kernel)[: events.size][::-1]
+    high = (events > 0) & (forward_events / np.maximum(forward_exposure, 1.0) >= OVERFLOW_RATE_WARNING)
+    if not high.any():
+        return int(events.sum()), float(events.sum() / max(1.0, exposure.sum())), None
+    onset = int(np.argmax(high))
+    tail_rate = float(events[onset:].sum() / max(1.0, exposure[onset:].sum()))
+    return int(events[onset:].sum()), tail_rate, min(int(positions[onset]), steps.size - 1)
 
 
 def _settled(log_scale: np.ndarray) -> int:

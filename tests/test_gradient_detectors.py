@@ -1,0 +1,168 @@
+"""Exploding/vanishing gradients from the global norm, per-layer norms and gradient histograms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_health_plugin.analysis.checks.gradients import global_norm_check, layer_depth_check
+from tb_health_plugin.analysis.detectors.gradient_norms import exploding, vanishing
+from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
+from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.series import HistogramSeries, RunData, ScalarSeries
+
+
+def noisy_norms(n=300, level=1.0, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return level * np.exp(rng.normal(0, 0.3, n))
+
+
+def test_growth_far_above_the_post_warmup_baseline_is_exploding_from_its_onset():
+    g = noisy_norms()
+    g[200:] *= np.geomspace(1, 1e6, 100)
+    event = exploding(g)
+    assert event is not None and event.kind == "exploding_gradients"
+    assert 200 <= event.index <= 215
+    assert event.severity == "critical"  # a million-fold growth
+    assert event.evidence["growth_factor"] > 1e4
+
+
+def test_large_norms_right_after_initialisation_are_not_exploding():
+    g = noisy_norms()
+    g[:20] *= np.geomspace(1000, 1, 20)
+    assert exploding(g) is None
+    assert vanishing(g) is None
+
+
+def test_an_isolated_spike_or_overflow_is_not_exploding():
+    g = noisy_norms()
+    g[100] = 1e6
+    g[150] = np.inf
+    assert exploding(g) is None
+
+
+def test_norms_overflowing_after_growth_make_it_critical():
+    g = noisy_norms()
+    g[150:170] *= np.geomspace(1, 1e5, 20)
+    g[170:] = np.inf
+    event = exploding(g)
+    assert event is not None and event.evidence["overflowed"] and event.severity == "critical"
+
+
+def test_slow_rise_of_a_few_times_is_healthy():
+    g = noisy_norms() * np.linspace(1, 5, 300)
+    assert exploding(g) is None
+
+
+def test_collapse_while_the_loss_stays_is_vanishing_but_not_when_the_loss_collapses_too():
+    g = noisy_norms()
+    g[150:] *= 1e-5
+    flat_loss = np.full(300, 2.0)
+    event = vanishing(g, flat_loss)
+    assert event is not None and event.index == 150 and event.severity == "warning"
+    converged_loss = np.r_[np.full(150, 2.0), np.full(150, 2e-5)]
+    assert vanishing(g, converged_loss) is None
+
+
+def test_zero_gradients_are_under_the_absolute_floor():
+    g = noisy_norms()
+    g[120:] = 0.0
+    event = vanishing(g)
+    assert event is not None and event.severity == "critical" and event.index == 120
+    assert event.evidence["zero_share"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "name, depth",
+    [
+        ("model.layers.3.attention.wq.weight", 3),
+        ("layers.0.weight", 0),
+        ("fc2.weight", 2),
+        ("transformer.h7.attn.c_attn.weight", 7),
+        ("backbone.blocks.11.mlp.fc1.weight", 11),
+        ("model.tok_embeddings.embedding_weight", None),
+        ("lm_head.weight", None),
+        ("encoder.w1", None),
+    ],
+)
+def test_layer_index_is_read_from_parameter_names(name, depth):
+    assert layer_index(name) == depth
+
+
+def depth_series(decades_first_to_last: float, layers=10, n=120, scatter=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    steps = np.arange(n) * 10
+    profile = np.linspace(decades_first_to_last, 0, layers) + rng.uniform(-scatter, scatter, layers)
+    base = noisy_norms(n, seed=seed + 1)
+    return {
+        f"model.layers.{i}.attention.wq.weight": (steps, base * 10 ** (profile[i] + rng.normal(0, 0.1, n)))
+        for i in range(layers)
+    } | {"lm_head.weight": (steps, base * 1e3)}
+
+
+def test_early_layers_far_below_late_ones_are_vanishing():
+    depths, steps, norms = layer_norms(depth_series(-7))
+    assert depths == list(range(10))
+    event = depth_imbalance(norms)
+    assert event is not None and event.kind == "vanishing_gradients" and event.index == 0
+    assert event.evidence["early_to_late_ratio"] < 1e-3
+
+
+def test_early_layers_far_above_late_ones_are_exploding():
+    event = depth_imbalance(layer_norms(depth_series(6))[2])
+    assert event is not None and event.kind == "exploding_gradients"
+
+
+@pytest.mark.parametrize("decades", [-1.5, 0.0, 1.5])
+def test_layers_with_naturally_different_norms_are_healthy(decades):
+    event = depth_imbalance(layer_norms(depth_series(decades, scatter=1.2, seed=3))[2])
+    assert event is None
+
+
+def run_signals(scalars=None, histograms=None) -> RunSignals:
+    data = RunData(
+        "run",
+        scalars={k: ScalarSeries.from_lists(*v) for k, v in (scalars or {}).items()},
+        histograms=histograms or {},
+    )
+    return RunSignals.from_run(data)
+
+
+def test_the_global_check_reports_step_tag_evidence_and_advice():
+    steps = np.arange(300) * 5
+    g = noisy_norms()
+    g[200:] *= np.geomspace(1, 1e5, 100)
+    findings = global_norm_check(run_signals({"grad-norm": (steps, g)}))
+    assert [f.kind for f in findings] == ["exploding_gradients"]
+    f = findings[0]
+    assert f.tag == "grad-norm" and 1000 <= f.step <= 1080
+    assert "Clip" in f.message and f.evidence["advice"]
+
+
+def test_mindformers_local_norms_feed_the_depth_check_and_rebuild_the_global_norm():
+    series = {"local_norm/" + k: v for k, v in depth_series(-7).items()}
+    signals = run_signals(series)
+    depth = layer_depth_check(signals)
+    assert [f.kind for f in depth] == ["vanishing_gradients"]
+    assert depth[0].tag.startswith("local_norm/model.layers.0.")
+    assert depth[0].evidence["early_layer_ids"] == [0, 1, 2]
+    assert global_norm_check(signals) == []  # the rebuilt global norm is dominated by healthy layers
+
+
+def histogram(std: float, rng) -> np.ndarray:
+    counts, edges = np.histogram(rng.normal(0, std, 512), bins=30)
+    return np.column_stack([edges[:-1], edges[1:], counts.astype(float)])
+
+
+def test_gradient_histograms_alone_are_enough_for_the_depth_check():
+    rng = np.random.default_rng(0)
+    steps = np.arange(40) * 10
+    histograms = {}
+    for i in range(8):
+        buckets = [histogram(10.0 ** (-(7 - i)), rng) for _ in steps]
+        histograms[f"grad/layers.{i}.weight"] = HistogramSeries(
+            steps, np.zeros(40), buckets, np.zeros(40, dtype=np.int64), np.zeros(40, dtype=np.int64)
+        )
+    findings = layer_depth_check(run_signals(histograms=histograms))
+    assert [f.kind for f in findings] == ["vanishing_gradients"]
+    assert findings[0].tag == "grad/layers.0.weight"

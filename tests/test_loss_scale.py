@@ -1,0 +1,87 @@
+"""Dynamic loss scaling: the fp16 saw-tooth is healthy; storms, steady decline and collapse are not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.checks.loss_scale import loss_scale_check
+from tb_health_plugin.analysis.detectors.loss_scale import analyse_loss_scale
+from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.series import RunData, ScalarSeries
+
+FP16_MAX = 65504.0
+
+
+def simulate(steps=8000, window=1000, forced_rate=0.0, forced_from=0, growth_every=None, seed=0):
+    """A dynamic loss-scale manager over gradients of random size; returns (scales, overflow flags)."""
+    rng = np.random.default_rng(seed)
+    grad = np.exp(rng.normal(0, 0.4, steps))  # settles near 2^16 = FP16_MAX / 1
+    if growth_every:
+        grad[forced_from:] *= 2 ** (np.arange(steps - forced_from) / growth_every)
+    forced = np.zeros(steps, dtype=bool)
+    forced[forced_from:] = rng.random(steps - forced_from) < forced_rate
+    scale, clean = 2.0**24, 0
+    scales, flags = np.empty(steps), np.zeros(steps)
+    for t in range(steps):
+        overflow = forced[t] or scale * grad[t] > FP16_MAX
+        if overflow:
+            scale, clean = max(1.0, scale / 2), 0
+        else:
+            clean += 1
+            if clean >= window:
+                scale, clean = scale * 2, 0
+        scales[t], flags[t] = scale, overflow
+    return scales, flags
+
+
+def test_the_normal_sawtooth_with_its_calibration_phase_is_not_a_finding():
+    scales, flags = simulate()
+    steps = np.arange(scales.size)
+    assert np.ptp(np.log2(scales)) >= 8  # calibration from 2^24 down, then the saw-tooth
+    assert analyse_loss_scale(steps[::10], scales[::10]) == []
+    assert analyse_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10])) == []
+
+
+def test_frequent_overflows_are_reported_from_the_logged_flags():
+    scales, flags = simulate(forced_rate=0.1, forced_from=4000)
+    steps = np.arange(scales.size)
+    problems = analyse_loss_scale(steps, scales, (steps, flags))
+    rates = [p for p in problems if p.what == "overflow_rate"]
+    assert rates and rates[0].evidence["skip_rate"] > 0.05
+    assert 4000 <= steps[rates[0].index] <= 4100
+
+
+def test_a_steady_decline_without_regrowth_is_a_warning():
+    scales, _ = simulate(forced_from=3000, growth_every=400)
+    steps = np.arange(scales.size)
+    problems = analyse_loss_scale(steps[::20], scales[::20])
+    assert [p.what for p in problems] == ["decline"]
+    assert problems[0].severity == "warning" and problems[0].evidence["regrowths"] >= 1
+
+
+def test_a_scale_collapsing_to_its_minimum_is_critical():
+    scales, _ = simulate(forced_rate=0.8, forced_from=5000)
+    steps = np.arange(scales.size)
+    problems = analyse_loss_scale(steps, scales)
+    collapse = [p for p in problems if p.what == "collapse"]
+    assert collapse and collapse[0].severity == "critical" and steps[collapse[0].index] > 5000
+
+
+def test_a_static_scale_is_left_alone():
+    assert analyse_loss_scale(np.arange(100), np.ones(100)) == []
+
+
+def test_the_check_reads_mindformers_spelling_and_the_overflow_flag():
+    scales, flags = simulate(forced_rate=0.3, forced_from=2000, window=50)
+    steps = np.arange(scales.size)
+    data = RunData(
+        "run",
+        scalars={
+            "loss-scale": ScalarSeries.from_lists(steps, scales),
+            "train/overflow": ScalarSeries.from_lists(steps, flags),
+        },
+    )
+    findings = loss_scale_check(RunSignals.from_run(data))
+    assert findings and {f.kind for f in findings} == {"loss_scale"}
+    assert all(f.tag == "loss-scale" for f in findings)
+    assert any(f.severity == "critical" for f in findings)
