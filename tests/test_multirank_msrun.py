@@ -29,6 +29,9 @@ ms.set_context(mode=ms.GRAPH_MODE)
 init()
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
 from trainer_hooks import HealthMonitor, TrainOneStepWithHealth
+from trainer_hooks.ranks import detect_rank
+
+print("tb-health rank:", detect_rank(), flush=True)
 
 rng = np.random.default_rng(get_rank())  # each rank sees different data
 x = rng.normal(size=(40, 8)).astype(np.float32)
@@ -64,6 +67,8 @@ def test_msrun_two_ranks_write_one_run_each(tmp_path):
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     worker_logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted((tmp_path / "msrun_log").glob("worker_*.log")))
     assert done.returncode == 0, worker_logs
+    for rank in (0, 1):
+        assert f"RankInfo(rank={rank}, world_size=2, source='mindspore.communication')" in worker_logs
 
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["rank_0", "rank_1"]
     rank0, rank1 = (scalars(tmp_path / "logs" / f"rank_{r}") for r in (0, 1))
