@@ -134,7 +134,8 @@ def _train(spec: dict) -> dict:
             return self.head(self.layers(x))
 
     net = DeepMLP()
-    schedule = [spec["lr"]] * spec["jump"] + [spec["lr_high"]] * (MS_STEPS - spec["jump"])
+    total = spec.get("steps", MS_STEPS)
+    schedule = [spec["lr"]] * spec["jump"] + [spec["lr_high"]] * (total - spec["jump"])
     optimizer = nn.SGD(net.trainable_params(), learning_rate=[float(v) for v in schedule])
     loss_fn = nn.MSELoss()
 
@@ -155,7 +156,7 @@ def _train(spec: dict) -> dict:
     y_all = np.sin(x_all @ w_true / (4.0 * spec["input_scale"])).astype(np.float32)
     names = [p.name for p in optimizer.parameters]
     losses, norms = [], []
-    for _ in range(MS_STEPS):
+    for _ in range(total):
         idx = rng.integers(0, 512, 64)
         loss, grad_norms = train_step(Tensor(x_all[idx]), Tensor(y_all[idx]))
         losses.append(float(loss))
@@ -197,7 +198,7 @@ def trained(split: str) -> dict[str, dict]:
 
 def _ms_series(spec: dict, result: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     every = spec["log_every"]
-    steps = np.arange(0, MS_STEPS, every)
+    steps = np.arange(0, spec.get("steps", MS_STEPS), every)
     norms = np.asarray(result["norms"], dtype=np.float64)[steps]
     with np.errstate(over="ignore", invalid="ignore"):
         global_norm = np.sqrt(np.sum(norms**2, axis=1))

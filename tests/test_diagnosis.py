@@ -1,0 +1,112 @@
+"""The likely cause of a finding, read from what the other series did at the same steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_health_plugin.analysis.diagnosis import MARK, explain
+from tb_health_plugin.analysis.engine import analyze_runs
+from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.series import RunData, ScalarSeries
+
+N = 300
+STEPS = np.arange(N) * 10
+SPIKE = 150
+
+
+def run_with(grad_spike: bool, scale_drop: bool = False, lr_jump: bool = False) -> RunSignals:
+    rng = np.random.default_rng(0)
+    loss = 2 * np.exp(-STEPS / 1000) + 0.3 + rng.normal(0, 0.01, N)
+    loss[SPIKE] *= 4
+    grad = np.exp(rng.normal(0, 0.2, N))
+    if grad_spike:
+        grad[SPIKE] *= 30
+    scalars = {"train/loss": loss, "train/grad_norm": grad}
+    if scale_drop:
+        scale = np.full(N, 2.0**15)
+        scale[SPIKE:] = 2.0**13
+        scalars["train/loss_scale"] = scale
+    lr = np.full(N, 1e-3)
+    if lr_jump:
+        lr[SPIKE:] = 5e-3
+    scalars["train/lr"] = lr
+    data = RunData("run", scalars={k: ScalarSeries.from_lists(STEPS, v) for k, v in scalars.items()})
+    return RunSignals.from_run(data)
+
+
+def spike_finding(extra: list[Finding] = ()) -> list[Finding]:
+    return [Finding("loss_spike", "warning", int(STEPS[SPIKE]), "train/loss", "The loss spiked."), *extra]
+
+
+@pytest.mark.parametrize(
+    "grad_spike, scale_drop, cause",
+    [(True, True, "mixed_precision_overflow"), (True, False, "unstable_update"), (False, False, "data")],
+)
+def test_a_loss_spike_is_explained_by_the_gradient_norm_and_the_loss_scale(grad_spike, scale_drop, cause):
+    explained = explain(spike_finding(), run_with(grad_spike, scale_drop))[0]
+    assert explained.evidence["cause"] == cause
+    assert MARK in explained.message and "try to" in explained.message
+    assert explained.evidence["related"]["loss_scale_dropped"] is scale_drop
+
+
+def test_a_loss_spike_at_a_learning_rate_jump_points_at_the_schedule():
+    jump = Finding("lr_schedule", "warning", int(STEPS[SPIKE]), "train/lr", "jump", evidence={"what": "jump"})
+    explained = explain(spike_finding([jump]), run_with(True, lr_jump=True))
+    assert explained[0].evidence["cause"] == "lr_change"
+
+
+def test_explaining_twice_changes_nothing():
+    signals = run_with(True, True)
+    once = explain(spike_finding(), signals)
+    assert explain(once, signals) == once
+
+
+def nan_run(grad_first: bool) -> RunData:
+    loss = np.linspace(3, 1, N)
+    grad = np.ones(N)
+    loss[200:] = np.nan
+    grad[190 if grad_first else 200 :] = np.inf
+    return RunData(
+        "run",
+        scalars={
+            "train/loss": ScalarSeries.from_lists(STEPS, loss),
+            "train/grad_norm": ScalarSeries.from_lists(STEPS, grad),
+        },
+    )
+
+
+@pytest.mark.parametrize("grad_first, cause", [(True, "backward_overflow"), (False, "forward_nonfinite")])
+def test_nan_first_in_the_gradients_versus_first_in_the_loss(grad_first, cause):
+    finding = Finding("nonfinite", "critical", 2000, "train/loss", "The loss is NaN.")
+    explained = explain([finding], RunSignals.from_run(nan_run(grad_first)))[0]
+    assert explained.evidence["cause"] == cause
+    related = explained.evidence["related"]
+    assert related["loss_first_nonfinite_step"] == 2000
+    assert related["grad_first_nonfinite_step"] == (1900 if grad_first else 2000)
+
+
+def test_the_engine_reports_the_cause_on_a_real_nonfinite_finding():
+    report = analyze_runs([nan_run(grad_first=True)])[0]
+    nonfinite = [f for f in report["findings"] if f["kind"] == "nonfinite" and f["tag"] == "train/loss"]
+    assert nonfinite and nonfinite[0]["evidence"]["cause"] == "backward_overflow"
+
+
+def test_a_stall_while_the_learning_rate_is_zero_is_blamed_on_the_schedule():
+    lr = np.where(STEPS < 1000, 1e-3, 0.0)
+    data = RunData(
+        "run",
+        scalars={
+            "train/loss": ScalarSeries.from_lists(STEPS, np.full(N, 1.0)),
+            "train/lr": ScalarSeries.from_lists(STEPS, lr),
+        },
+    )
+    stall = Finding("stalled_convergence", "warning", 1500, "train/loss", "Stalled.", end_step=2990)
+    explained = explain([stall], RunSignals.from_run(data))[0]
+    assert explained.evidence["cause"] == "lr_at_floor"
+
+
+def test_findings_without_a_related_signal_are_left_as_they_are():
+    throughput = Finding("throughput", "warning", 10, "train/step_time_ms", "Slower.")
+    assert explain([throughput], run_with(False)) == [throughput]

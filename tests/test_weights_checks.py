@@ -1,0 +1,96 @@
+"""Update ratios, weights that stop changing, drifting norms and saturated weight histograms."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.checks.weights import weights_check
+from tb_health_plugin.analysis.detectors.update_ratio import (
+    drift,
+    large_updates,
+    saturation,
+    stopped_by_ratio,
+)
+from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.series import HistogramSeries, RunData, ScalarSeries
+
+N = 200
+STEPS = np.arange(N) * 10
+
+
+def ratios(level=1e-3, seed=0) -> np.ndarray:
+    return level * np.exp(np.random.default_rng(seed).normal(0, 0.3, N))
+
+
+def test_usual_update_ratios_are_quiet_and_huge_ones_are_reported():
+    assert large_updates(ratios()) is None
+    r = ratios()
+    r[120:] = 0.5
+    event = large_updates(r)
+    assert event is not None and event.index == 120
+
+
+def test_a_weight_that_stops_changing_is_reported_unless_the_rate_went_to_zero():
+    r = ratios()
+    r[100:] = 0.0
+    event = stopped_by_ratio(r)
+    assert event is not None and event.index == 100
+    lr_share = np.r_[np.ones(100), np.zeros(100)]  # a schedule that decayed to zero: planned
+    assert stopped_by_ratio(r, lr_share) is None
+
+
+def test_a_weight_frozen_from_the_start_is_not_a_stopped_weight():
+    assert stopped_by_ratio(np.zeros(N)) is None
+
+
+def test_a_norm_growing_tenfold_drifts_and_a_modest_change_does_not():
+    norm = 5.0 * np.linspace(1, 1.5, N)
+    assert drift(norm) is None
+    norm[100:] *= np.geomspace(1, 100, 100)
+    event = drift(norm)
+    assert event is not None and event.evidence["factor"] > 10
+
+
+def bell(rng, saturate=False) -> np.ndarray:
+    values = rng.normal(0, 0.05, 2048)
+    if saturate:
+        values = np.clip(values * 5, -0.1, 0.1)
+    counts, edges = np.histogram(values, bins=30)
+    return np.column_stack([edges[:-1], edges[1:], counts.astype(float)])
+
+
+def test_values_piling_up_at_the_edges_are_saturation():
+    from tb_health_plugin.analysis.detectors.histogram_stats import edge_share
+
+    rng = np.random.default_rng(0)
+    shares = np.array([edge_share(bell(rng, saturate=i >= 60)) for i in range(100)])
+    assert shares[:60].max() < 0.05 and shares[60:].min() > 0.3
+    event = saturation(shares)
+    assert event is not None and event.index == 60
+
+
+def test_the_check_groups_parameters_and_respects_the_learning_rate():
+    lr = np.where(STEPS < 1500, 1e-3, 0.0)
+    scalars = {"train/lr": ScalarSeries.from_lists(STEPS, lr)}
+    for i in range(4):
+        r = ratios(seed=i)
+        r[150:] = 0.0  # every weight stops when the rate reaches zero: planned, not a finding
+        scalars[f"update_ratio/layers.{i}.weight"] = ScalarSeries.from_lists(STEPS, r)
+        scalars[f"weight_norm/layers.{i}.weight"] = ScalarSeries.from_lists(STEPS, np.full(N, 3.0 + i))
+    assert weights_check(RunSignals.from_run(RunData("run", scalars=scalars))) == []
+    scalars["train/lr"] = ScalarSeries.from_lists(STEPS, np.full(N, 1e-3))
+    findings = weights_check(RunSignals.from_run(RunData("run", scalars=scalars)))
+    assert len(findings) == 1
+    stopped = findings[0]
+    assert stopped.kind == "weight_updates" and stopped.step == 1500
+    assert stopped.evidence["parameter_count"] == 4 and "stopped changing" in stopped.message
+
+
+def test_saturated_histograms_reach_the_weight_distribution_kind():
+    rng = np.random.default_rng(1)
+    buckets = [bell(rng, saturate=i >= 30) for i in range(50)]
+    hist = HistogramSeries(
+        STEPS[:50], np.zeros(50), buckets, np.zeros(50, dtype=np.int64), np.zeros(50, dtype=np.int64)
+    )
+    findings = weights_check(RunSignals.from_run(RunData("run", histograms={"weight/fc1.weight": hist})))
+    assert [(f.kind, f.step, f.tag) for f in findings] == [("weight_distribution", 300, "weight/fc1.weight")]
