@@ -152,7 +152,10 @@ def simulate(scenario: str, rng: np.random.Generator, shape: SplitShape) -> Simu
             width_points = int(rng.integers(1, 6))
             duration = 1 if (hooks_style and rng.random() < 0.4) else width_points * interval
             start = int(slot * total) + int(rng.integers(0, interval))
-            size = np.log(rng.uniform(1.5, 8.0))
+            # A labelled spike is one noise cannot explain: at least x1.5 and 10 noise standard
+            # deviations of one step (t noise with nu degrees of freedom has sd sqrt(nu/(nu-2))).
+            noise_sd = sigma * (np.sqrt(nu / (nu - 2)) if heavy else 1.0)
+            size = max(np.log(rng.uniform(1.5, 8.0)), 10 * noise_sd)
             k = np.arange(duration)
             y[start : start + duration] += size * np.exp(-2.0 * k / max(duration, 1))
             spikes.append(first_logged(start))

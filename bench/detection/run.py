@@ -44,6 +44,9 @@ def collect_cases(split: str, families: set[str] | None = None) -> list[Case]:
         if not module_info.name.startswith("cases_"):
             continue
         module = importlib.import_module(f"bench.detection.{module_info.name}")
+        if not hasattr(module, "cases"):
+            print(f"skipping bench/detection/{module_info.name}.py: it has no cases(split)", file=sys.stderr)
+            continue
         found.extend(c for c in module.cases(split) if families is None or c.family in families)
     names = [c.name for c in found]
     if len(set(names)) != len(names):

@@ -11,16 +11,17 @@ Method (a scan statistic on robust residuals):
    below half the run's MAD), i.e. a robust z-score calibrated to this run and this stretch of it.
 4. Tail: minibatch noise is heavy-tailed, so the z-scores are compared with a Student-t tail
    fitted to the run's own residuals (`robust.fit_noise_tail`), not with a Gaussian.
-5. Threshold from a false-alarm budget: a run of n points is scanned for excursions of w
-   consecutive points, w in `WIDTHS`. Under the fitted tail, w independent points all exceed
-   level x with probability P(T > x)^w; with `ALPHA` = 0.002 false alarms per run shared by
-   n * len(WIDTHS) tests (Bonferroni), the level for width w is the x with
-   P(T > x) = (ALPHA / (n * len(WIDTHS)))^(1 / w_eff), where w_eff shrinks w by the residuals'
-   lag-1 autocorrelation rho as w (1 - rho) / (1 + rho). Each point of a wide excursion must
-   also pass the 1% single-point level, so slow wiggles never add up to a spike. The threshold
-   therefore grows with run length (log n for Gaussian noise) and with tail weight, and is
-   never a fixed multiple of the loss.
-6. An excursion longer than `MAX_WIDTH_POINTS` or still open at the end of the run is not a
+5. Threshold from a false-alarm budget (a scan with Fisher's combination): each point above
+   the trend gets its tail probability p under the fitted tail, and a window of w consecutive
+   points above the trend, w in `WIDTHS`, is significant when the sum of -log p over it exceeds
+   the Gamma(w) quantile at level `ALPHA` / (n * len(WIDTHS)) (Fisher's method: -log p of a
+   uniform p is Exp(1); `ALPHA` = 0.01 false alarms per run, Bonferroni over all windows).
+   Autocorrelated residuals (lag-1 rho) count as w (1 - rho) / (1 + rho) independent points
+   (Brown's correction). A decaying spike (x3, then x1.5, then x1.2) thereby adds up its
+   evidence, while slow wiggles do not: their points have p around 0.1-0.4. The threshold
+   grows with run length and tail weight and is never a fixed multiple of the loss.
+6. An excursion that peaks less than 10% above the trend (`MIN_SPIKE_LOG`) is not reported:
+   in low-noise logs such wiggles are significant but harmless. An excursion longer than `MAX_WIDTH_POINTS` or still open at the end of the run is not a
    spike (the divergence detector owns it). Excursions that start during warm-up are reported
    as `info` only: early bumps are normal.
 
@@ -29,27 +30,34 @@ Advice: the last logged step before the spike is the last healthy point to resta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy import ndimage
+from scipy import ndimage, stats
 
 from tb_health_plugin.analysis.detectors.robust import (
     TINY_LOG_SCALE,
+    NoiseTail,
     fit_noise_tail,
     lag1_autocorrelation,
     log_loss,
+    rolling_level,
     rolling_median,
 )
 from tb_health_plugin.analysis.detectors.schedule import Schedule
 from tb_health_plugin.analysis.findings import Finding
 
-ALPHA = 0.002  # expected false spike alarms per healthy run
+ALPHA = 0.01  # expected false spike alarms per healthy run
 MAX_WIDTH_POINTS = 8  # the widest excursion still called a spike, in logged points
 WIDTHS = (1, 2, 3, 5, 8)
 TREND_WINDOW = 2 * MAX_WIDTH_POINTS + 1
 NOISE_WINDOW = 8 * TREND_WINDOW
 SINGLE_POINT_FLOOR_P = 0.01  # every point of an excursion must be a 1%-tail event on its own
 MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
+# Smallest jump worth a warning, whatever the noise: a loss 10% above its trend for a few points
+# costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles.
+MIN_SPIKE_LOG = float(np.log(1.1))
 
 
 def spike_scores(y: np.ndarray, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,34 +67,56 @@ def spike_scores(y: np.ndarray, warm: np.ndarray) -> tuple[np.ndarray, np.ndarra
     absolute = np.abs(residual)
     settled = absolute[~warm] if (~warm).sum() >= MIN_POINTS else absolute
     global_mad = float(np.median(settled))
-    local_mad = rolling_median(absolute, NOISE_WINDOW)
+    local_mad = rolling_level(absolute, NOISE_WINDOW)
     scale = np.maximum(local_mad, max(0.5 * global_mad, TINY_LOG_SCALE))
     return trend, residual / scale
 
 
-def width_thresholds(z_settled: np.ndarray, residual_settled: np.ndarray, points: int) -> dict[int, float]:
-    """The z level each point of a w-wide excursion must exceed, per width (see module doc)."""
-    tail = fit_noise_tail(z_settled)
-    rho = lag1_autocorrelation(residual_settled)
-    per_test = ALPHA / (max(points, 1) * len(WIDTHS))
-    floor = tail.threshold(SINGLE_POINT_FLOOR_P)
-    thresholds = {}
-    for width in WIDTHS:
-        effective = max(1.0, width * (1 - rho) / (1 + rho))
-        thresholds[width] = max(tail.threshold(per_test ** (1.0 / effective)), floor)
-    return thresholds
+@dataclass(frozen=True)
+class ExcursionTest:
+    """Fisher's combination of the points' tail probabilities over windows of w points."""
+
+    tail: NoiseTail
+    rho: float
+    per_test: float  # the false-alarm budget of one window test
+
+    def surprise(self, z: np.ndarray) -> np.ndarray:
+        """-log p of each point above the trend (0 for points at or below it)."""
+        return np.where(z > 0, -self.tail.log_sf(np.maximum(z, 0.0)), 0.0)
+
+    def statistic_threshold(self, width: int) -> float:
+        """Level of the sum of surprises over `width` points that has probability `per_test`."""
+        effective = max(1.0, width * (1 - self.rho) / (1 + self.rho))
+        return float(stats.gamma(effective).isf(self.per_test) * width / effective)
 
 
-def excursion_mask(z: np.ndarray, thresholds: dict[int, float]) -> np.ndarray:
-    """Points belonging to some window of w consecutive points that all exceed the w level."""
+def excursion_test(z_settled: np.ndarray, residual_settled: np.ndarray, points: int) -> ExcursionTest:
+    """Calibrate the scan to the run: its noise tail, autocorrelation and length (module doc)."""
+    return ExcursionTest(
+        tail=fit_noise_tail(z_settled),
+        rho=lag1_autocorrelation(residual_settled),
+        per_test=ALPHA / (max(points, 1) * len(WIDTHS)),
+    )
+
+
+def excursion_mask(z: np.ndarray, test: ExcursionTest) -> tuple[np.ndarray, np.ndarray]:
+    """Points above the trend inside a window whose combined surprise is significant.
+
+    Returns the mask and each point's surprise (-log p).
+    """
+    surprise = test.surprise(z)
+    above = z > 0
     flagged = np.zeros(z.size, dtype=bool)
-    for width, level in thresholds.items():
+    cumulative = np.concatenate([[0.0], np.cumsum(surprise)])
+    for width in WIDTHS:
         if z.size < width:
             continue
-        starts = sliding_window_view(z, width).min(axis=1) >= level
+        window_sum = cumulative[width:] - cumulative[:-width]
+        all_above = sliding_window_view(above, width).all(axis=1)
+        starts = (window_sum >= test.statistic_threshold(width)) & all_above
         if starts.any():
             flagged |= np.convolve(starts.astype(np.int8), np.ones(width, dtype=np.int8))[: z.size] > 0
-    return flagged
+    return flagged, surprise
 
 
 def loss_spikes(
@@ -103,17 +133,23 @@ def loss_spikes(
     settled = ~warm
     if settled.sum() < MIN_POINTS:
         return []
-    thresholds = width_thresholds(z[settled], (y - trend)[settled], int(settled.sum()))
-    labels, count = ndimage.label(excursion_mask(z, thresholds))
+    test = excursion_test(z[settled], (y - trend)[settled], int(settled.sum()))
+    mask, surprise = excursion_mask(z, test)
+    labels, count = ndimage.label(mask)
     if count == 0:
         return []
     findings = []
     for where in ndimage.find_objects(labels):
         start, stop = where[0].start, where[0].stop
+        notable = np.flatnonzero(surprise[start:stop] >= -np.log(SINGLE_POINT_FLOOR_P))
+        if notable.size:  # the excursion starts at its first individually unusual point
+            start = start + int(notable[0])
         width = stop - start
         if width > MAX_WIDTH_POINTS or stop >= steps.size:
             continue
         peak = start + int(np.argmax(z[start:stop]))
+        if y[peak] - trend[peak] < MIN_SPIKE_LOG:
+            continue
         before = values[max(0, start - TREND_WINDOW // 2) : start]
         baseline = float(np.median(before)) if before.size else float(np.exp(trend[peak]))
         ratio = float(np.exp(y[peak] - trend[peak]))
@@ -144,7 +180,9 @@ def loss_spikes(
                     "baseline": baseline,
                     "ratio_to_trend": ratio,
                     "z_score": float(z[peak]),
-                    "z_threshold": float(thresholds[min(t for t in WIDTHS if t >= width)]),
+                    "surprise_log_p": float(surprise[start:stop].sum()),
+                    "surprise_threshold": test.statistic_threshold(min(t for t in WIDTHS if t >= width)),
+                    "noise_tail_nu": test.tail.nu,
                     "width_points": int(width),
                     "last_healthy_step": restart,
                     "in_warmup": in_warmup,
