@@ -128,15 +128,21 @@ def _overflow_rate(steps, log_scale, counted_from, overflow) -> tuple[int, float
     if events.size == 0:
         return 0, 0.0, None
     width = max(10, int(np.ceil(ONSET_WINDOW_SHARE * events.size)))
-    kernel = np.ones(width)
-    forward_events = np.convolve(events[::-1], kernel)[: events.size][::-1]
-    forward_exposure = np.convolve(exposure[::-1], kernel)[: events.size][::-1]
+    forward_events = _forward_sums(events, width)
+    forward_exposure = _forward_sums(exposure, width)
     high = (events > 0) & (forward_events / np.maximum(forward_exposure, 1.0) >= OVERFLOW_RATE_WARNING)
     if not high.any():
         return int(events.sum()), float(events.sum() / max(1.0, exposure.sum())), None
     onset = int(np.argmax(high))
     tail_rate = float(events[onset:].sum() / max(1.0, exposure[onset:].sum()))
     return int(events[onset:].sum()), tail_rate, min(int(positions[onset]), steps.size - 1)
+
+
+def _forward_sums(values: np.ndarray, width: int) -> np.ndarray:
+    """Sum of values[i : i + width] for every i (shorter at the end)."""
+    cumulative = np.concatenate(([0.0], np.cumsum(values)))
+    ends = np.minimum(np.arange(values.size) + width, values.size)
+    return cumulative[ends] - cumulative[: values.size]
 
 
 def _settled(log_scale: np.ndarray) -> int:
@@ -178,12 +184,12 @@ def _steady_decline(steps, log_scale, counted_from) -> ScaleProblem | None:
 
 
 def _forward_fill(values: np.ndarray) -> np.ndarray:
-    out = values.copy()
-    for i in range(1, out.size):
-        if np.isnan(out[i]):
-            out[i] = out[i - 1]
-    if np.isnan(out[0]):
-        first = np.flatnonzero(~np.isnan(out))
-        if first.size:
-            out[: first[0]] = out[first[0]]
-    return out
+    """NaN replaced by the last valid value before it (leading NaN by the first valid one)."""
+    valid = ~np.isnan(values)
+    if not valid.any():
+        return values.copy()
+    index = np.where(valid, np.arange(values.size), 0)
+    np.maximum.accumulate(index, out=index)
+    filled = values[index]
+    filled[: int(np.argmax(valid))] = values[int(np.argmax(valid))]
+    return filled
