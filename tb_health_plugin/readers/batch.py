@@ -97,7 +97,7 @@ def parse_events(batch_class, raw: np.ndarray, starts: np.ndarray, lengths: np.n
             lo, hi = pending.pop()
             try:
                 events = batch_class.FromString(rewrite_as_batch(raw, starts[lo:hi], lengths[lo:hi])).events
-            except DecodeError:
+            except (DecodeError, UnicodeDecodeError):  # the pure-python backend raises the latter
                 if hi - lo == 1:
                     bad += 1
                 else:

@@ -4,7 +4,8 @@
 - `histogram` -> buckets (left, left + width, count) with MindSpore's NaN and +-Inf counts;
 - `tensor` -> a scalar point when it holds one number, otherwise a histogram of its values
   (with NaN/Inf counted), which is what the analysis can use of a full tensor.
-Images, graphs, explanations and loss landscapes are skipped.
+Images, graphs, explanations and loss landscapes are skipped. Events holding only scalars are
+decoded without protobuf by `fast_mindspore`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from tb_health_plugin.readers.batch import parse_events
+from tb_health_plugin.readers.fast_mindspore import decode_scalar_events
 from tb_health_plugin.readers.points import DecodedBatch, HistogramPoint, ScalarPoints
-from tb_health_plugin.readers.schema import MsEventBatch
+from tb_health_plugin.readers.schema import MsBucket, MsEventBatch
+from tb_health_plugin.readers.wire import gather, gather_uint, varints
 
 TENSOR_HISTOGRAM_BINS = 30  # buckets of the histogram built from a logged tensor
+_NO_BUCKETS = np.zeros((0, 3), dtype=np.float64)
+BUCKET_FIXED_BYTES = 19  # left and width keys and doubles, count key; the count varint follows
 
 
 def histogram_of_values(values: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -40,12 +45,27 @@ def _tensor_values(tensor) -> np.ndarray:
     return np.zeros(0, dtype=np.float64)
 
 
-def _histogram_buckets(histogram) -> np.ndarray:
-    buckets = histogram.buckets
-    if not len(buckets):
+def buckets_from_bytes(serialized: list[bytes]) -> np.ndarray:
+    """(n, 3) rows (left, left + width, count) from serialized `bucket` messages.
+
+    MindSpore serialises a bucket as `09 <left: 8> 11 <width: 8> 18 <count: varint>`; that
+    layout is decoded with numpy for all buckets at once, anything else through protobuf.
+    """
+    if not serialized:
         return np.zeros((0, 3), dtype=np.float64)
-    table = np.array([(b.left, b.width, b.count) for b in buckets], dtype=np.float64)
-    table[:, 1] += table[:, 0]  # width -> right edge
+    lengths = np.fromiter(map(len, serialized), dtype=np.int64, count=len(serialized))
+    blob = np.frombuffer(b"".join(serialized) + bytes(BUCKET_FIXED_BYTES), dtype=np.uint8)
+    offsets = np.concatenate([[0], np.cumsum(lengths[:-1])])
+    counts, count_sizes, count_ok = varints(blob, offsets + BUCKET_FIXED_BYTES)
+    fixed = (gather(blob, offsets) == 0x09) & (gather(blob, offsets + 9) == 0x11) & (gather(blob, offsets + 18) == 0x18)
+    fixed &= count_ok & (lengths == BUCKET_FIXED_BYTES + count_sizes)
+    table = np.empty((len(serialized), 3), dtype=np.float64)
+    table[:, 0] = gather_uint(blob, offsets + 1, 8).view(np.float64)
+    table[:, 1] = table[:, 0] + gather_uint(blob, offsets + 10, 8).view(np.float64)
+    table[:, 2] = counts.view(np.int64)
+    for index in np.flatnonzero(~fixed).tolist():
+        bucket = MsBucket.FromString(serialized[index])
+        table[index] = (bucket.left, bucket.left + bucket.width, bucket.count)
     return table
 
 
@@ -54,6 +74,16 @@ class MindSporeDecoder:
 
     def decode(self, buf: bytes, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
         decoded = DecodedBatch()
+        fast, points = decode_scalar_events(raw, starts, lengths)
+        decoded.scalars.append(points)
+        if len(points):
+            decoded.last_wall_time = float(points.wall_times.max())
+        rest = np.flatnonzero(~fast)
+        if rest.shape[0]:
+            self._decode_with_protobuf(decoded, raw, starts[rest], lengths[rest], rest)
+        return decoded
+
+    def _decode_with_protobuf(self, decoded: DecodedBatch, raw, starts, lengths, record_ids) -> None:
         events, decoded.undecodable = parse_events(MsEventBatch, raw, starts, lengths)
         tags: list[str] = []
         order: list[int] = []
@@ -68,10 +98,12 @@ class MindSporeDecoder:
             walls.append(wall)
             values.append(value)
 
-        for record, event in events:
+        histograms: list[tuple[HistogramPoint, int]] = []  # point, number of its buckets
+        serialized_buckets: list[bytes] = []
+        for index, event in events:
             if not event.HasField("summary"):
                 continue
-            step, wall = event.step, event.wall_time
+            record, step, wall = int(record_ids[index]), event.step, event.wall_time
             decoded.last_wall_time = max(decoded.last_wall_time, wall)
             for value in event.summary.value:
                 kind = value.WhichOneof("value")
@@ -79,10 +111,11 @@ class MindSporeDecoder:
                     add_scalar(value.tag, record, step, wall, value.scalar_value)
                 elif kind == "histogram":
                     histogram = value.histogram
-                    decoded.histograms.append(HistogramPoint(
-                        value.tag, record, step, wall, _histogram_buckets(histogram),
-                        histogram.nan_count, histogram.pos_inf_count + histogram.neg_inf_count,
-                    ))
+                    point = HistogramPoint(value.tag, record, step, wall, _NO_BUCKETS, histogram.nan_count,
+                                           histogram.pos_inf_count + histogram.neg_inf_count)
+                    decoded.histograms.append(point)
+                    serialized_buckets.extend(histogram.buckets)
+                    histograms.append((point, len(histogram.buckets)))
                 elif kind == "tensor":
                     numbers = _tensor_values(value.tensor)
                     if numbers.shape[0] == 1:
@@ -91,4 +124,9 @@ class MindSporeDecoder:
                         buckets, nan_count, inf_count = histogram_of_values(numbers)
                         decoded.histograms.append(HistogramPoint(value.tag, record, step, wall, buckets, nan_count, inf_count))
         decoded.scalars.append(ScalarPoints.from_lists(tags, order, steps, walls, values))
-        return decoded
+        table = buckets_from_bytes(serialized_buckets)
+        table.flags.writeable = False
+        first = 0
+        for point, count in histograms:
+            point.buckets = table[first : first + count]
+            first += count

@@ -32,6 +32,7 @@ _RESYNC_WINDOW = 1 << 20  # positions examined per numpy pass while resynchronis
 _LOOP_RECORDS = 48  # records followed one by one before predicting the next ones
 _MAX_LOOP_RECORDS = 3072  # the most, after patterns failed to show up
 _MAX_CYCLE = 16  # longest repeating pattern of record sizes looked for
+_CYCLE_SAMPLE = 48  # recent records a pattern must explain
 _FIRST_PREDICTION = 64  # cycles predicted in the first window
 _PREDICTED_RECORDS = 1 << 18  # most records predicted per numpy pass
 
@@ -110,12 +111,11 @@ def _frame_loop(buf: bytes, pos: int, max_records: int) -> tuple[list[int], int,
 
 
 def _size_cycle(headers: list[int], stop: int) -> np.ndarray | None:
-    """The repeating pattern of record sizes at the end of `headers`, if there is one."""
-    sizes = np.diff(np.asarray([*headers[-3 * _MAX_CYCLE :], stop], dtype=np.int64))
+    """The shortest pattern of record sizes that the recent records repeat throughout, if any."""
+    sizes = np.diff(np.asarray([*headers[-_CYCLE_SAMPLE:], stop], dtype=np.int64))
     for period in range(1, min(_MAX_CYCLE, sizes.shape[0] // 3) + 1):
-        tail = sizes[-3 * period :]
-        if np.array_equal(tail[:period], tail[period : 2 * period]) and np.array_equal(tail[:period], tail[2 * period :]):
-            return tail[:period]
+        if np.array_equal(sizes[period:], sizes[:-period]):
+            return sizes[-period:]
     return None
 
 

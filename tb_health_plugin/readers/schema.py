@@ -1,8 +1,10 @@
 """Protobuf message classes for reading logs, built at import (no protoc, no MindSpore import).
 
-- `MsEvent`, `MsEventBatch`: MindSpore's summary schema as described in
-  `proto/mindspore_summary.proto` (same field numbers and types as MindSpore's `mindspore.irpb`,
-  under another package so both can be loaded in one process).
+- `MsEvent`: MindSpore's summary schema as described in `proto/mindspore_summary.proto` (same
+  field numbers and types as MindSpore's `mindspore.irpb`, under another package so both can be
+  loaded in one process).
+- `MsEventBatch`: a batch of those events in a variant of the schema whose histogram buckets
+  are `repeated bytes` (the same wire format), so the reader decodes all buckets at once.
 - `TbEventBatch`: a container of TensorBoard `Event`s (`repeated tensorboard.Event events = 1`).
 
 The batch containers let one upb parse call decode thousands of records (see `batch.py`): field 1
@@ -17,6 +19,8 @@ from tensorboard.compat.proto import event_pb2  # registers tensorboard.Event in
 
 MS_PROTO_FILE = "tb_health_plugin/readers/proto/mindspore_summary.proto"
 MS_PACKAGE = "tb_health.mindspore"
+MS_RAW_BUCKETS_FILE = "tb_health_plugin/readers/proto/mindspore_summary_raw_buckets.proto"  # built, not shipped
+MS_RAW_BUCKETS_PACKAGE = "tb_health.mindspore_raw_buckets"
 TB_BATCH_FILE = "tb_health_plugin/readers/proto/tfevents_batch.proto"
 TB_BATCH_PACKAGE = "tb_health.tfevents"
 
@@ -102,12 +106,23 @@ def _add_message(file_proto: descriptor_pb2.FileDescriptorProto, path: str, fiel
             field.oneof_index = oneofs.index(oneof)
 
 
-def mindspore_file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+def mindspore_file_descriptor(name: str = MS_PROTO_FILE, package: str = MS_PACKAGE,
+                              messages: dict[str, list[tuple]] = MS_MESSAGES) -> descriptor_pb2.FileDescriptorProto:
     """The FileDescriptorProto equivalent to `proto/mindspore_summary.proto`."""
-    file_proto = descriptor_pb2.FileDescriptorProto(name=MS_PROTO_FILE, package=MS_PACKAGE, syntax="proto2")
-    for path in sorted(MS_MESSAGES, key=lambda path: path.count(".")):  # outer messages first
-        _add_message(file_proto, path, MS_MESSAGES[path])
+    file_proto = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto2")
+    for path in sorted(messages, key=lambda path: path.count(".")):  # outer messages first
+        _add_message(file_proto, path, messages[path])
     return file_proto
+
+
+def _with_raw_buckets(messages: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    """The same schema with histogram buckets left as their serialized bytes (same wire format)."""
+    raw = dict(messages)
+    raw["Summary.Histogram"] = [
+        ("buckets", 1, _REPEATED, _F.TYPE_BYTES, None, False) if field[0] == "buckets" else field
+        for field in messages["Summary.Histogram"]
+    ]
+    return raw
 
 
 def _tfevents_batch_descriptor() -> descriptor_pb2.FileDescriptorProto:
@@ -135,9 +150,12 @@ def _message_class(full_name: str):
 
 
 _register(mindspore_file_descriptor())
+_register(mindspore_file_descriptor(MS_RAW_BUCKETS_FILE, MS_RAW_BUCKETS_PACKAGE, _with_raw_buckets(MS_MESSAGES)))
 _register(_tfevents_batch_descriptor())
 
-MsEvent = _message_class(f"{MS_PACKAGE}.Event")
-MsEventBatch = _message_class(f"{MS_PACKAGE}.EventBatch")
+MsEvent = _message_class(f"{MS_PACKAGE}.Event")  # the faithful schema: for writing and checks
+MsBucket = _message_class(f"{MS_PACKAGE}.Summary.Histogram.bucket")
+# What the reader parses: buckets stay bytes, decoded for a whole batch at once with numpy.
+MsEventBatch = _message_class(f"{MS_RAW_BUCKETS_PACKAGE}.EventBatch")
 TbEventBatch = _message_class(f"{TB_BATCH_PACKAGE}.EventBatch")
 TbEvent = event_pb2.Event

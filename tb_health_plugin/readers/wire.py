@@ -1,0 +1,64 @@
+"""Vectorised reading of protobuf wire-format fields at many offsets of one byte buffer at once.
+
+The building blocks of the fast decoding paths (`fast_scalars`, `fast_mindspore`): each call
+handles one field for every record, so the Python cost is per batch, not per record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_VARINT_BYTES = 9  # 10-byte varints (negative int64) are left to the protobuf path
+
+
+def gather(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """raw[offsets] with out-of-range offsets clamped (callers mask those records out)."""
+    return raw[np.minimum(offsets, raw.shape[0] - 1)]
+
+
+def gather_uint(raw: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    out = np.zeros(offsets.shape[0], dtype=np.uint64)
+    for byte in range(width):
+        out |= gather(raw, offsets + byte).astype(np.uint64) << np.uint64(8 * byte)
+    return out
+
+
+def varints(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode varints at offsets: (values, sizes in bytes, ok mask for sizes up to 9 bytes)."""
+    values = np.zeros(offsets.shape[0], dtype=np.uint64)
+    sizes = np.zeros(offsets.shape[0], dtype=np.int64)
+    still_reading = np.ones(offsets.shape[0], dtype=bool)
+    for byte in range(MAX_VARINT_BYTES):
+        current = gather(raw, offsets + byte)
+        values |= np.where(still_reading, (current & 0x7F).astype(np.uint64) << np.uint64(7 * byte), np.uint64(0))
+        sizes += still_reading
+        still_reading &= (current & 0x80) != 0
+        if not still_reading.any():
+            break
+    return values, sizes, ~still_reading
+
+
+def tag_table(raw: np.ndarray, tag_starts: np.ndarray, tag_lengths: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Group records by tag bytes: (tag table, tag id per record, utf-8 ok per record)."""
+    tags: list[str] = []
+    ids = np.zeros(tag_starts.shape[0], dtype=np.int64)
+    utf8_ok = np.ones(tag_starts.shape[0], dtype=bool)
+    for length in np.unique(tag_lengths).tolist():
+        members = np.flatnonzero(tag_lengths == length)
+        matrix = raw[tag_starts[members, None] + np.arange(length)] if length else np.zeros((members.shape[0], 0), np.uint8)
+        rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, max(length, 1)))) if length else None
+        if rows is None:
+            unique_rows, inverse = [b""], np.zeros(members.shape[0], dtype=np.int64)
+        else:
+            unique_rows, inverse = np.unique(rows.reshape(-1), return_inverse=True)
+            unique_rows = [row.tobytes() for row in unique_rows]
+        table_ids = np.empty(len(unique_rows), dtype=np.int64)
+        for position, tag_bytes in enumerate(unique_rows):
+            try:
+                tags.append(tag_bytes.decode("utf-8"))
+                table_ids[position] = len(tags) - 1
+            except UnicodeDecodeError:
+                table_ids[position] = -1
+        ids[members] = table_ids[inverse.reshape(-1)]
+        utf8_ok[members] = ids[members] >= 0
+    return tags, ids, utf8_ok
