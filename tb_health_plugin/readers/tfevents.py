@@ -52,6 +52,26 @@ def _scalar_tensor_value(tensor) -> float | None:
     return None
 
 
+_REPEAT_FILL_LIMIT = 1024  # elements a tensor may expand to from fewer stored values
+_STORED_VALUE_FIELDS = ("half_val", "float_val", "double_val", "int_val", "int64_val", "bool_val",
+                        "string_val", "uint32_val", "uint64_val")
+
+
+def _shape_is_plausible(tensor) -> bool:
+    """False when the shape claims more elements than the tensor stores (beyond a small fill):
+    `make_ndarray` would allocate them all, so a few bytes could ask for gigabytes."""
+    stored = len(tensor.tensor_content) + sum(len(getattr(tensor, name)) for name in _STORED_VALUE_FIELDS)
+    limit = max(stored, _REPEAT_FILL_LIMIT)
+    claimed = 1
+    for dim in tensor.tensor_shape.dim:
+        if dim.size < 0:
+            return False
+        claimed *= dim.size
+        if claimed > limit:
+            return False
+    return True
+
+
 def _text_of(array: np.ndarray) -> str:
     items = [item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item) for item in array.reshape(-1)]
     return "\n".join(items)
@@ -112,6 +132,9 @@ class TfeventsDecoder:
         if number is not None:
             for column, item in zip(scalar_lists, (value.tag, record, step, wall, number), strict=True):
                 column.append(item)
+            return
+        if not _shape_is_plausible(value.tensor):
+            decoded.undecodable += 1
             return
         try:
             array = tensor_util.make_ndarray(value.tensor)
