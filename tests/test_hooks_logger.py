@@ -141,13 +141,18 @@ def test_a_failing_analysis_is_disabled_without_breaking_logging(tmp_path):
     assert sorted(scalars(tmp_path / "rank_0")["train/loss"]) == [1, 2, 3, 4, 5]
 
 
-def test_the_real_engine_runs_online_on_what_was_logged(tmp_path):
-    health = HealthLogger(tmp_path, collect_freq=1, analyze_every=5, rank=0)
-    for step in range(1, 41):
-        health.log_step(step, 1.0 / step, grad_norm=1.0, lr=0.1)
+def test_the_projects_engine_finds_a_nan_online_and_the_finding_is_logged_once(tmp_path):
+    health = HealthLogger(tmp_path, collect_freq=1, analyze_every=5, rank=0, stop_on_critical=True)
+    for step in range(1, 61):
+        broken = step >= 40
+        health.log_step(step, math.nan if broken else 1.0 / step, grad_norm=math.nan if broken else 1.0, lr=0.1)
     health.close()
-    assert health.online is not None and not health.online._disabled
-    assert all(f["kind"] != "check_error" for _, f in findings(tmp_path / "rank_0"))
+    written = findings(tmp_path / "rank_0")
+    keys = [(f["kind"], f["tag"], f["step"]) for _, f in written]
+    assert ("nonfinite", "train/loss", 40) in keys
+    assert len(keys) == len(set(keys))
+    assert all(step == f["step"] and f["severity"] in ("warning", "critical") for step, f in written)
+    assert health.should_stop
 
 
 def test_eval_metrics_throughput_and_notes(tmp_path):
