@@ -40,7 +40,7 @@ def _oracle(path) -> dict[str, list[tuple[int, float, float]]]:
 def _ours(path) -> dict[str, list[tuple[int, float, float]]]:
     data = path.read_bytes()
     scan = scan_records(data)
-    batch = TfeventsDecoder().decode(data, np.frombuffer(data, np.uint8), scan.starts, scan.lengths)
+    batch = TfeventsDecoder().decode(np.frombuffer(data, np.uint8), scan.starts, scan.lengths)
     return {tag: list(zip(s.tolist(), w.tolist(), v.tolist(), strict=True)) for tag, s, w, v in batch.scalars_by_tag()}
 
 

@@ -38,7 +38,6 @@ class _FileState:
         self.file = event_file
         self.offset = 0  # bytes consumed: everything before is decoded
         self.resyncing = False  # looking for a valid header after a damaged one
-        self.size = 0
 
 
 class _RunState:
@@ -151,14 +150,13 @@ class _RunState:
                         break
                 if scan.starts.shape[0]:
                     raw = np.frombuffer(buf, dtype=np.uint8)
-                    self.ingest(decoder.decode(buf, raw, scan.starts, scan.lengths))
+                    self.ingest(decoder.decode(raw, scan.starts, scan.lengths))
                 self.skipped_records += scan.skipped
                 changed = changed or scan.consumed > 0 or scan.skipped > 0
                 state.offset += scan.consumed
                 state.resyncing = scan.resyncing
                 if scan.consumed == 0:
                     break
-        state.size = size
         return changed
 
 

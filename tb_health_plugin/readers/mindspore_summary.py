@@ -72,7 +72,7 @@ def buckets_from_bytes(serialized: list[bytes]) -> np.ndarray:
 class MindSporeDecoder:
     """Decodes batches of MindSpore summary records."""
 
-    def decode(self, buf: bytes, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
+    def decode(self, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
         decoded = DecodedBatch()
         fast, points = decode_scalar_events(raw, starts, lengths)
         decoded.scalars.append(points)

@@ -83,7 +83,7 @@ class TfeventsDecoder:
     def __init__(self) -> None:
         self.plugin_by_tag: dict[str, str] = {}
 
-    def decode(self, buf: bytes, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
+    def decode(self, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
         decoded = DecodedBatch()
         fast = fast_scalars.decode_simple_values(raw, starts, lengths)
         decoded.scalars.append(fast.points)
