@@ -47,7 +47,8 @@ class OnlineAnalyzer:
         self._on_new_findings = on_new_findings
         self._analyze = analyze
         self._scalars: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(lambda: ([], [], []))
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the recorded scalars
+        self._analysis_lock = threading.Lock()  # one analysis at a time (background or final)
         self._seen: set[tuple[str, str, int]] = set()
         self._collections = 0
         self._executor: ThreadPoolExecutor | None = None
@@ -74,6 +75,10 @@ class OnlineAnalyzer:
 
     def analyze_now(self) -> list[dict]:
         """Analyse what was recorded so far and report the findings not reported before."""
+        with self._analysis_lock:
+            return self._analyze_locked()
+
+    def _analyze_locked(self) -> list[dict]:
         if self._disabled:
             return []
         try:
