@@ -104,3 +104,15 @@ def test_an_earlier_conversion_is_kept_unless_overwrite(mindspore_logs, tmp_path
     captured = capsys.readouterr()
     assert "[1/2] collector" in captured.err and "[2/2] record" in captured.err
     assert len(list((out / "collector").glob("*tfevents*"))) == 1
+
+
+def test_progress_inside_a_big_run_is_reported_as_bytes_are_read(mindspore_logs, tmp_path, capsys, monkeypatch):
+    from tb_health_plugin.commands import convert
+    from tb_health_plugin.readers import logdir_reader
+
+    monkeypatch.setattr(convert, "PROGRESS_EVERY_BYTES", 200)
+    monkeypatch.setattr(logdir_reader, "READ_CHUNK_BYTES", 256)
+    assert main(["convert", str(mindspore_logs), str(tmp_path / "out"), "--progress", "always"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert any(line.strip().startswith("read ") for line in lines)
+    assert lines[0].startswith("[1/2] collector") and lines[0].endswith("(0% done)")

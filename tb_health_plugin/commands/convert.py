@@ -24,6 +24,7 @@ from tb_health_plugin.readers.tfevents_writer import CONVERTED_SUFFIX, write_run
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 BIG_INPUT_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
+PROGRESS_EVERY_BYTES = 64 << 20  # a progress line at least this often within a big run
 
 
 def register(subparsers) -> None:
@@ -56,6 +57,23 @@ def _earlier_conversions(folder: Path) -> list[Path]:
     return sorted(folder.glob(f"*tfevents*{CONVERTED_SUFFIX}")) if folder.is_dir() else []
 
 
+class _Progress:
+    """Progress lines on stderr: one per run, and every PROGRESS_EVERY_BYTES inside big runs."""
+
+    def __init__(self, total_bytes: int, enabled: bool) -> None:
+        self.total, self.enabled, self.done, self.next_report = total_bytes, enabled, 0, PROGRESS_EVERY_BYTES
+
+    def line(self, text: str) -> None:
+        if self.enabled:
+            print(f"{text} ({100 * self.done / max(self.total, 1):.0f}% done)", file=sys.stderr, flush=True)
+
+    def advance(self, read: int) -> None:
+        self.done += read
+        if self.done >= self.next_report:
+            self.next_report = self.done + PROGRESS_EVERY_BYTES
+            self.line(f"  read {self.done / 1e6:.0f} of {self.total / 1e6:.0f} MB")
+
+
 def run(args: argparse.Namespace) -> int:
     src, dst = Path(args.src), Path(args.dst)
     if not src.exists():
@@ -81,14 +99,12 @@ def run(args: argparse.Namespace) -> int:
     for path in existing:
         path.unlink()
     start = time.perf_counter()
-    done_bytes = scalars = histograms = skipped = empty = 0
+    progress = _Progress(total, show_progress)
+    scalars = histograms = skipped = empty = 0
     for index, (name, files) in enumerate(sorted(runs.items()), 1):
-        if show_progress:
-            print(f"[{index}/{len(runs)}] {name}: {sizes[name] / 1e6:.1f} MB "
-                  f"({100 * done_bytes / max(total, 1):.0f}% done)", file=sys.stderr, flush=True)
-        data = read_run(name, files)
+        progress.line(f"[{index}/{len(runs)}] {name}: {sizes[name] / 1e6:.1f} MB")
+        data = read_run(name, files, on_bytes_read=progress.advance)
         stats = write_run(data, targets[name], nonfinite_scalars=args.nonfinite_scalars)
-        done_bytes += sizes[name]
         scalars += stats.scalar_points
         histograms += stats.histogram_points
         empty += stats.empty_histograms

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
@@ -58,6 +59,7 @@ class _RunState:
         self.mindspore_decoder = MindSporeDecoder()
         self.version = next(_versions)
         self._snapshot: RunData | None = None
+        self.on_bytes_read: Callable[[int], None] | None = None  # progress reports, bytes per chunk
 
     def touch(self) -> None:
         self.version = next(_versions)
@@ -152,6 +154,8 @@ class _RunState:
                     raw = np.frombuffer(buf, dtype=np.uint8)
                     self.ingest(decoder.decode(raw, scan.starts, scan.lengths))
                 self.skipped_records += scan.skipped
+                if self.on_bytes_read is not None:
+                    self.on_bytes_read(scan.consumed)
                 changed = changed or scan.consumed > 0 or scan.skipped > 0
                 state.offset += scan.consumed
                 state.resyncing = scan.resyncing
@@ -250,8 +254,12 @@ def read_logdir(logdir: str | os.PathLike, formats=FORMATS) -> list[RunData]:
     return [reader.run(name) for name in reader.run_names()]
 
 
-def read_run(name: str, files: list[EventFile]) -> RunData:
-    """Read one run's files once (for tools that go run by run, such as `tb-health convert`)."""
+def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], None] | None = None) -> RunData:
+    """Read one run's files once (for tools that go run by run, such as `tb-health convert`).
+
+    `on_bytes_read(n)` is called after each chunk read, for progress reports.
+    """
     state = _RunState(name)
+    state.on_bytes_read = on_bytes_read
     LogdirReader._read_run(state, files)
     return state.snapshot()
