@@ -56,7 +56,11 @@ class HealthTab:
         self.frame = page.frame_locator(IFRAME)
 
     def open(self, timeout_ms: int = 60_000) -> HealthTab:
-        self.page.goto(f"{self.base_url}/#health", wait_until="domcontentloaded")
+        """Load (or reload: a hash-only `goto` would not) TensorBoard on the Health tab."""
+        if self.page.url.startswith(self.base_url):
+            self.page.reload(wait_until="domcontentloaded")
+        else:
+            self.page.goto(f"{self.base_url}/#health", wait_until="domcontentloaded")
         self.page.wait_for_selector(IFRAME, state="attached", timeout=timeout_ms)
         self.frame.locator("#tb-health .topbar").wait_for(timeout=timeout_ms)
         return self

@@ -44,7 +44,7 @@ def write_logs(root) -> None:
         {
             "train/loss": (steps, spiky),
             "train/lr": (steps, np.minimum(1e-3, (steps + 1) * 1e-6)),
-            "train/grad_norm": (steps, 1.0 + 0.1 * rng.random(STEPS)),
+            "train/grad_norm": (steps, 10.0 ** rng.uniform(-1, 2, STEPS)),  # decades: a log axis
             "train/throughput": (steps, 900 + rng.normal(0, 5, STEPS)),
             **per_layer,
         },
@@ -163,6 +163,7 @@ def test_run_view_draws_every_chart_and_the_heatmap(tensorboard, page):
     box = tab.frame.locator("[data-chart='loss'] .u-over").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
     tab.wait_until("w => w.document.querySelector(`[data-chart='lr'] .u-legend .u-value`)?.textContent !== '—'", timeout_s=5)
+    assert page.errors == []
     tab.screenshot("run-view")
 
 
@@ -187,25 +188,40 @@ def test_clicking_a_finding_zooms_every_chart_to_it(tensorboard, page):
     # the zoomed data came from the server again, from the full data: the spike is still there
     assert float(chart(tab, "loss")["max"]) == 40.0
     assert tab.eval("w => w.document.querySelector('li.finding.active').dataset.kind") == "loss_spike"
+    assert page.errors == []
     tab.screenshot("finding-zoom")
     tab.frame.get_by_role("button", name="Reset zoom").click()
     tab.wait_until("w => !w.document.querySelector('.run-view').dataset.zoom")
     assert int(chart(tab, "loss")["xmax"]) - int(chart(tab, "loss")["xmin"]) >= STEPS - 2
 
 
-def test_a_run_appended_to_while_open_updates_and_keeps_selection(tensorboard, page, logdir):
+def test_a_run_appended_to_while_open_updates_and_keeps_selection_and_zoom(tensorboard, page, logdir):
     tab = HealthTab(page, tensorboard).open()
     overview_runs(tab)
     tab.frame.locator("tr.run-row[data-run='exp/rank_0'] input[type=checkbox]").check()
     open_run(tab, "growing")
     assert chart(tab, "loss")["xmax"] == "999"
-    steps = np.arange(1000, 2000)
-    append_scalars(logdir / "growing", "train/loss", steps, 1.0 + 0.0 * steps)
+    append_scalars(logdir / "growing", "train/loss", range(1000, 2000), [1.0] * 1000)
     tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`).dataset.xmax === '1999'", timeout_s=40)
     assert "1,999" in tab.eval("w => w.document.querySelector('.run-header').textContent")
+    # zoom by dragging across the middle of the loss chart, then let more steps arrive
+    box = tab.frame.locator("[data-chart='loss'] .u-over").bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.25, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=5)
+    page.mouse.up()
+    zoom = tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom")
+    xmin, xmax = chart(tab, "loss")["xmin"], chart(tab, "loss")["xmax"]
+    assert 400 <= int(xmin) < int(xmax) <= 1100
+    append_scalars(logdir / "growing", "train/loss", range(2000, 3000), [0.9] * 1000)
+    tab.wait_until("w => w.document.querySelector('.run-header').textContent.includes('2,999')", timeout_s=40)
+    tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`).dataset.state === 'ready'")
+    assert tab.eval("w => w.document.querySelector('.run-view').dataset.zoom") == zoom
+    assert (chart(tab, "loss")["xmin"], chart(tab, "loss")["xmax"]) == (xmin, xmax)
     tab.frame.locator("button.tab[data-view='overview']").click()
     last_step = tab.eval("w => w.document.querySelector(`tr.run-row[data-run='growing'] td.num`).textContent")
-    assert last_step == "1,999"
+    assert last_step == "2,999"
     assert tab.frame.locator("tr.run-row[data-run='exp/rank_0'] input[type=checkbox]").is_checked()
 
 
@@ -215,9 +231,15 @@ def test_overview_sorts_and_filters(tensorboard, page):
     tab.frame.locator("input.name-filter").fill("rank")
     assert overview_runs(tab) == ["exp/rank_0", "exp/rank_1"]
     tab.frame.locator("input.name-filter").fill("")
+    top_level_last_steps = (
+        "w => [...w.document.querySelectorAll('.runs-table tbody tr:not(.in-job)')]"
+        ".map(r => Number(r.querySelector('td.num').textContent.replace(/,/g, '')))"
+    )
     tab.frame.locator("th[data-sort='last_step']").click()  # descending first
-    runs = overview_runs(tab)
-    assert runs.index("growing") == len(runs) - 1 or runs[-1] == "growing"
+    steps = tab.eval(top_level_last_steps)
+    assert steps == sorted(steps, reverse=True) and len(steps) == 4  # 3 runs and the job
+    tab.frame.locator("th[data-sort='last_step']").click()
+    assert tab.eval(top_level_last_steps) == sorted(steps)
     tab.frame.locator("th[data-sort='status']").click()
     status = tab.eval("w => w.document.querySelector('tr.run-row').dataset.status")
     assert status == "critical" or status == "warning"

@@ -31,12 +31,13 @@ export interface EnvelopeOptions {
 
 const NONFINITE_COLOR = '#d93025';
 
-export function stepAxisValues(_u: uPlot, splits: number[]): string[] {
-  return splits.map((v) => (Math.abs(v) >= 1e4 ? `${formatNumber(v / 1000)}k` : formatStep(v)));
+// uPlot passes null for ticks it leaves unlabelled (log axes), so both formatters accept it.
+export function stepAxisValues(_u: uPlot, splits: (number | null)[]): string[] {
+  return splits.map((v) => (v === null ? '' : Math.abs(v) >= 1e4 ? `${formatNumber(v / 1000)}k` : formatStep(v)));
 }
 
-export function valueAxisValues(_u: uPlot, splits: number[]): string[] {
-  return splits.map(formatTick);
+export function valueAxisValues(_u: uPlot, splits: (number | null)[]): string[] {
+  return splits.map((v) => (v === null ? '' : formatTick(v)));
 }
 
 /** Axis ticks: short, with exponents trimmed (`5e-4`, not `5.00e-4`). */

@@ -108,7 +108,9 @@ export class GradientHeatmap implements GroupMember {
     bindText(this.layerCount, 'layers', {n: data.layers.length});
     this.card.root.dataset.layers = String(data.layers.length);
     this.card.root.dataset.buckets = String(data.steps.length);
-    if (!data.layers.length || !data.steps.length) {
+    if (!data.layers.length) {
+      this.card.setState('empty', 'notLogged');
+    } else if (!data.steps.length) {
       this.card.setState('empty', 'noData');
     } else {
       this.card.setState('loading');

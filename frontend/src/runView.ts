@@ -1,7 +1,7 @@
 // One run: its findings next to charts of loss, learning rate, gradient norm, loss scale,
 // throughput and the per-layer gradient heatmap, all on one shared, zoomable step axis.
 
-import {api, isAbort, type Finding, type Range, type RunSummary, type TagsResponse} from './api';
+import {api, isAbort, type Finding, type Range, type RunSummary} from './api';
 import {ChartGroup} from './chartGroup';
 import {chartCard} from './card';
 import {EnvelopeChart, type Marker} from './charts';
@@ -121,15 +121,9 @@ export class RunView {
       const measure = performance.measure('health:charts-drawn', 'health:open');
       document.body.dataset.chartsDrawnMs = measure.duration.toFixed(1);
     });
-    const report = this.loadFindings(summary.run, controller.signal);
-    try {
-      const tags = await api.tags(summary.run, controller.signal);
-      if (controller.signal.aborted) return;
-      this.buildCharts(summary.run, tags, group);
-      await Promise.all([group.reloadAll(), report]);
-    } catch (error) {
-      if (!isAbort(error)) this.grid.replaceChildren(bindText(el('p', {class: 'error'}), 'loadFailed', {error: String(error)}));
-    }
+    // The runs route already names the tag of every role: no round trip before the charts fetch.
+    this.buildCharts(summary.run, summary.signals ?? {}, group);
+    await Promise.all([group.reloadAll(), this.loadFindings(summary.run, controller.signal)]);
   }
 
   private async refreshData(summary: RunSummary): Promise<void> {
@@ -168,12 +162,12 @@ export class RunView {
       .map((f) => ({step: f.step, endStep: f.end_step, severity: f.severity, active: findingKey(f) === this.activeKey}));
   }
 
-  private buildCharts(run: string, tags: TagsResponse, group: ChartGroup): void {
+  private buildCharts(run: string, signals: Record<string, string>, group: ChartGroup): void {
     this.charts = [];
     for (const plan of CHARTS) {
-      const role = plan.roles.find((r) => tags.signals[r]);
+      const role = plan.roles.find((r) => signals[r]);
       const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? 'chartStepTime' : plan.titleKey;
-      const tag = role ? tags.signals[role] : '';
+      const tag = role ? signals[role] : '';
       if (!tag) {
         const placeholder = chartCard(plan.id, titleKey, '—', plan.wide);
         placeholder.setState('empty', 'notLogged');
@@ -197,10 +191,7 @@ export class RunView {
       this.charts.push(chart);
       this.grid.append(chart.card.root);
     }
-    const perLayer = tags.per_parameter?.param_grad_norm ?? {};
-    if (Object.keys(perLayer).length) {
-      this.grid.append(new GradientHeatmap(run, group).card.root);
-    }
+    this.grid.append(new GradientHeatmap(run, group).card.root);
   }
 
   private renderHeader(summary: RunSummary): void {

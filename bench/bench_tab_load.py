@@ -1,0 +1,170 @@
+"""Time from opening a 1M-step run in the Health tab to its charts being drawn, in headless Chromium.
+
+    PYTHONPATH=. python bench/bench_tab_load.py [--steps 1000000] [--repeats 5]
+
+Writes one run of `--steps` logged steps (loss, learning rate, gradient norm, throughput, and 16
+per-layer gradient norms every 100 steps) plus a small run, starts a real `tensorboard` on it,
+opens the Health tab and, `--repeats` times, clicks the big run and waits for every chart
+(including the heatmap) to be drawn. The figure is the tab's own `performance.measure` from the
+click to the last chart's draw; the wall time seen from Python is printed beside it. The first
+open after TensorBoard starts includes reading and analysing the logs and is reported apart.
+It also times the data routes directly, and the same `series` request without downsampling
+(`width` = every point, capped by the route) side by side. Target: under 1 s. Not part of the
+test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import struct
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def _load(name: str):
+    """A helper module of tests/ by path: importing the `tests` package would import MindSpore,
+    which switches protobuf (here and in the TensorBoard child) to its slow pure-Python backend."""
+    spec = importlib.util.spec_from_file_location(f"tab_bench_{name}", TESTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_browser = _load("browser")
+_server = _load("tensorboard_server")
+HealthTab, browser_page = _browser.HealthTab, _browser.browser_page
+get_json, running_tensorboard = _server.get_json, _server.running_tensorboard
+
+BIG_RUN = "big"
+LAYERS = 16
+LAYER_EVERY = 100
+CRC_MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc(data: bytes) -> int:
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + CRC_MASK_DELTA) & 0xFFFFFFFF
+
+
+def record(payload: bytes) -> bytes:
+    """One TFRecord: length, its masked CRC, the payload, the payload's masked CRC."""
+    header = struct.pack("<Q", len(payload))
+    return header + struct.pack("<I", masked_crc(header)) + payload + struct.pack("<I", masked_crc(payload))
+
+
+def write_run(folder: Path, steps: int) -> None:
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    x = np.arange(steps)
+    series = {
+        "train/loss": 3.0 * np.exp(-x / (steps / 4)) + 0.5 + rng.normal(0, 0.02, steps),
+        "train/lr": np.minimum(1e-3, (x + 1) * 1e-7),
+        "train/grad_norm": 1.0 + 0.1 * rng.random(steps),
+        "train/throughput": 900 + rng.normal(0, 5, steps),
+    }
+    series["train/loss"][steps // 3] = 40.0  # one spike
+    with open(folder / "events.out.tfevents.1767000000.bench", "wb") as out:
+        out.write(record(Event(wall_time=1.767e9, file_version="brain.Event:2").SerializeToString()))
+        chunk = []
+        for step in range(steps):
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v[step])) for tag, v in series.items()])
+            chunk.append(record(Event(wall_time=1.767e9 + step, step=step, summary=summary).SerializeToString()))
+            if step % LAYER_EVERY == 0:
+                layers = [
+                    Summary.Value(tag=f"grad_norm/model.layers.{i}.attention.wq.weight", simple_value=10.0 ** (i / 4 - 4))
+                    for i in range(LAYERS)
+                ]
+                chunk.append(record(Event(wall_time=1.767e9 + step, step=step, summary=Summary(value=layers)).SerializeToString()))
+            if len(chunk) >= 50_000:
+                out.write(b"".join(chunk))
+                chunk.clear()
+        out.write(b"".join(chunk))
+
+
+def open_run(tab: HealthTab) -> tuple[float, float]:
+    """(in-page ms from click to every chart drawn, wall ms seen from Python)."""
+    tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length > 0", timeout_s=600)
+    link = tab.frame.locator(f"tr.run-row[data-run='{BIG_RUN}'] a.run-link")
+    started = time.perf_counter()
+    link.click()
+    drawn = tab.wait_until(
+        "w => w.document.body.dataset.chartsDrawnMs && w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready' && w.document.body.dataset.chartsDrawnMs",
+        timeout_s=600,
+        interval_s=0.01,
+    )
+    return float(drawn), (time.perf_counter() - started) * 1000
+
+
+def time_route(url: str, repeats: int = 3) -> tuple[float, int]:
+    times, size = [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=600) as response:
+            size = len(response.read())
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tab-bench-") as tmp:
+        logdir = Path(tmp)
+        started = time.perf_counter()
+        write_run(logdir / BIG_RUN, args.steps)
+        write_run(logdir / "small", 1000)
+        print(f"wrote {args.steps:,} steps ({4 * args.steps:,} scalar points) in {time.perf_counter() - started:.1f} s")
+        with running_tensorboard(logdir) as base, browser_page() as page:
+            tab = HealthTab(page, base).open()
+            first = open_run(tab)
+            print(f"first open (reads + analyses the logs): {first[0]:.0f} ms in page, {first[1]:.0f} ms wall")
+            in_page, wall = [], []
+            for _ in range(args.repeats):
+                tab.eval("w => w.sessionStorage.clear()")  # start from the overview, not the last run
+                tab.open()
+                ms, wall_ms = open_run(tab)
+                in_page.append(ms)
+                wall.append(wall_ms)
+            print(
+                f"open run -> charts drawn ({args.repeats} repeats): median {statistics.median(in_page):.0f} ms "
+                f"(min {min(in_page):.0f}, max {max(in_page):.0f}) in page; median {statistics.median(wall):.0f} ms wall"
+            )
+            print(f"target < 1000 ms: {'met' if statistics.median(in_page) < 1000 else 'NOT met'}")
+            run = urllib.parse.quote(BIG_RUN)
+            prefix = f"{base}/data/plugin/health"
+            rows = [
+                ("tags", f"{prefix}/tags?run={run}"),
+                ("report", f"{prefix}/report?run={run}"),
+                ("series width=1200 (what a chart asks)", f"{prefix}/series?run={run}&tag=train/loss&width=1200"),
+                ("series width=20000 (route maximum)", f"{prefix}/series?run={run}&tag=train/loss&width=20000"),
+                ("heatmap width=600", f"{prefix}/heatmap?run={run}&width=600"),
+            ]
+            print("route timings (median of 3):")
+            figures = {}
+            for name, url in rows:
+                ms, size = time_route(url)
+                figures[name] = ms
+                print(f"  {name:40s} {ms:8.1f} ms {size / 1024:9.1f} KiB")
+            ratio = figures["series width=20000 (route maximum)"] / figures["series width=1200 (what a chart asks)"]
+            print(f"  20000 vs 1200 buckets: {ratio:.1f}x the time for invisible detail")
+            get_json(f"{prefix}/runs")
+
+
+if __name__ == "__main__":
+    main()
