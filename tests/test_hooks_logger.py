@@ -250,3 +250,22 @@ def test_the_projects_readers_read_what_the_hooks_wrote(tmp_path):
     assert "weight/w" in run.histograms
     (text,) = run.texts["health/findings"].values
     assert '"kind": "divergence"' in text
+
+
+@pytest.mark.parametrize("weight_freq, histogram_freq", [(1, 3), (0, 2), (4, 3)])
+def test_weight_and_histogram_frequencies_are_independent(tmp_path, weight_freq, histogram_freq):
+    weights = {"w": np.ones(3)}
+    with quiet_logger(tmp_path, collect_freq=1, weight_freq=weight_freq, histogram_freq=histogram_freq,
+                      parameters=weights) as health:
+        for step in range(1, 13):
+            weights["w"] *= 2.0  # each step doubles w: an update ratio of 1 at every step
+            health.log_step(step, 1.0)
+    logged = scalars(tmp_path / "rank_0")
+    from tests.test_hooks_support import accumulator
+
+    weight_steps = [s for s in range(1, 13) if weight_freq and s % weight_freq == 0]
+    assert sorted(logged.get("weight_norm/w", {})) == weight_steps
+    # the update ratio needs the weights of the step before (none before step 1)
+    assert logged.get("update_ratio/w", {}) == {s: pytest.approx(1.0) for s in weight_steps if s > 1}
+    histograms = accumulator(tmp_path / "rank_0").Histograms("weight/w")
+    assert [h.step for h in histograms] == list(range(histogram_freq, 13, histogram_freq))

@@ -184,8 +184,12 @@ class HealthLogger:
         return step % self.collect_freq == 0
 
     def wants_weights(self, step: int) -> bool:
-        """Whether weights are needed at this step (a weight step or the step just before one)."""
-        return bool(self.parameters) and self.weight_freq > 0 and (step % self.weight_freq in (0, self.weight_freq - 1))
+        """Whether the weights are read at this step: a weight step, the step just before one
+        (for the update ratio) or a histogram step."""
+        if not self.parameters:
+            return False
+        near_weight_step = self.weight_freq and (step % self.weight_freq == 0 or (step + 1) % self.weight_freq == 0)
+        return bool(near_weight_step) or self._is_histogram_step(step)
 
     def log_step(
         self,
@@ -237,8 +241,8 @@ class HealthLogger:
         else:
             self._pending_collection = True
         if self.wants_weights(step):
-            self._log_weights(step, grads)
-        if self.histogram_freq and step % self.histogram_freq == 0 and grads is not None and self._logs_histograms():
+            self._log_weights(step)
+        if grads is not None and self._is_histogram_step(step):
             names = self.param_names(len(grads))
             for name, grad in zip(names, grads, strict=True):
                 self.writer.histogram(f"grad/{name}", to_numpy(grad), step)
@@ -332,25 +336,26 @@ class HealthLogger:
         if self.online is not None:
             self.online.record_scalar(tag, step, value, wall_time)
 
-    def _log_weights(self, step: int, grads) -> None:
+    def _log_weights(self, step: int) -> None:
         weights = {name: to_numpy(p).astype(np.float64) for name, p in self.parameters.items()}
-        if step % self.weight_freq:  # the step before a weight step: keep for the update ratio
-            self._weight_snapshot = (step, weights)
-            return
-        previous = self._weight_snapshot
-        self._weight_snapshot = None
-        for name, value in weights.items():
-            norm = float(np.linalg.norm(value.ravel()))
-            self._scalar(f"weight_norm/{name}", norm, step)
-            if previous is not None and previous[0] == step - 1 and name in previous[1]:
-                before = previous[1][name]
-                before_norm = float(np.linalg.norm(before.ravel()))
-                update = float(np.linalg.norm((value - before).ravel()))
-                ratio = update / before_norm if before_norm > 0 else (0.0 if update == 0 else math.inf)
-                self._scalar(f"update_ratio/{name}", ratio, step)
-        if self.histogram_freq and step % self.histogram_freq == 0 and self._logs_histograms():
+        if self.weight_freq and step % self.weight_freq == 0:
+            previous, self._weight_snapshot = self._weight_snapshot, None
+            for name, value in weights.items():
+                self._scalar(f"weight_norm/{name}", float(np.linalg.norm(value.ravel())), step)
+                if previous is not None and previous[0] == step - 1 and name in previous[1]:
+                    before = previous[1][name]
+                    before_norm = float(np.linalg.norm(before.ravel()))
+                    update = float(np.linalg.norm((value - before).ravel()))
+                    ratio = update / before_norm if before_norm > 0 else (0.0 if update == 0 else math.inf)
+                    self._scalar(f"update_ratio/{name}", ratio, step)
+        if self._is_histogram_step(step):
             for name, value in weights.items():
                 self.writer.histogram(f"weight/{name}", value, step)
+        if self.weight_freq and (step + 1) % self.weight_freq == 0:
+            self._weight_snapshot = (step, weights)  # the weights before the next weight step
+
+    def _is_histogram_step(self, step: int) -> bool:
+        return bool(self.histogram_freq) and step % self.histogram_freq == 0 and self._logs_histograms()
 
     def _logs_histograms(self) -> bool:
         return self.histogram_ranks is None or self.rank_info.rank in self.histogram_ranks
