@@ -130,6 +130,8 @@ class HealthPlugin(base_plugin.TBPlugin):
 
         @wrappers.Request.application
         def serve(request):
+            if request.method not in ("GET", "HEAD"):
+                return _json(request, {"error": "only GET is supported"}, 405)
             return http_util.Respond(request, path.read_bytes(), content_type)
 
         return serve
