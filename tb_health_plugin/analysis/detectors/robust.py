@@ -64,12 +64,13 @@ def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
     half = window // 2
     if half == 0:
         return y.copy()
-    anchor_points = max(1, min(5, n))
-    head_anchor = np.median(y[:anchor_points])
-    tail_anchor = np.median(y[-anchor_points:])
-    pad = min(half, n - 1)
-    head = 2 * head_anchor - y[1 : pad + 1][::-1]
-    tail = 2 * tail_anchor - y[n - pad - 1 : n - 1][::-1]
+    c = 2 if n >= 2 * 2 + half + 1 else 0  # anchor: median of the 2c + 1 end points, at index c
+    pad = min(half, n - 1 - 2 * c)
+    head_anchor = np.median(y[: 2 * c + 1])
+    tail_anchor = np.median(y[n - 2 * c - 1 :])
+    k = np.arange(pad, 0, -1)  # padded positions -pad..-1 at the head
+    head = 2 * head_anchor - y[2 * c + k]
+    tail = 2 * tail_anchor - y[n - 1 - 2 * c - k[::-1]]
     padded = np.concatenate([head, y, tail])
     filtered = ndimage.median_filter(padded, size=window, mode="nearest")
     return filtered[pad : pad + n]
@@ -136,44 +137,49 @@ class NoiseTail:
         return dist.logsf(np.asarray(z) * dist.ppf(0.75) * self.mad_shrink)
 
 
+_T_MAD = tuple(float(stats.norm.ppf(0.75) if np.isinf(nu) else stats.t(nu).ppf(0.75)) for nu in T_DEGREES)
 MAX_TAIL_FIT_POINTS = 2000  # a strided subsample keeps the fit at a millisecond per series
-EM_ITERATIONS = 8
+CENSORED_SHARE = 0.03  # the largest 3% of positive residuals enter the fit only as "above c"
 
 
 def fit_noise_tail(z: np.ndarray) -> NoiseTail:
-    """Fit the Student-t degrees of freedom of a run's upper residual tail by maximum likelihood.
+    """Fit the Student-t degrees of freedom of a run's upper residual tail by censored likelihood.
 
-    Method: the positive residuals, mirrored to a symmetric sample (spikes are upward, and a
-    skewed series such as a window maximum `train/loss_max` has a heavier upper tail than its
-    lower one), are fitted by a t distribution for every `nu` of `T_DEGREES`, the scale by the
-    EM iteration for the t (weights (nu + 1) / (nu + x^2 / s^2)); the `nu` of highest
-    likelihood wins. A likelihood fit uses every point, so it sees a heavy tail under a bulk
-    that looks Gaussian (interval-averaged heavy-tailed losses) far better than quantile
-    ratios do; the few spikes a run holds can only make the fit heavier, i.e. more cautious.
-    On residuals around a running median the fit errs on the heavy side (t8 noise fits about
-    t6, t4 about t3.4), again the cautious side. With fewer than 20 points we assume nu = 3.
+    Method: the positive residuals x (spikes are upward, and a skewed series such as a window
+    maximum `train/loss_max` has a heavier upper tail than its lower one) are compared with
+    |T| for every `nu` of `T_DEGREES`, the scale set so that the medians agree (s = median(x)
+    / t_nu.ppf(0.75)). The largest `CENSORED_SHARE` of the points are censored at the cut c:
+    they count as log P(|T| > c / s), however large they are, so the few spikes a run holds
+    cannot drag the fit towards a heavier tail, while the shape between the median and the
+    97th percentile still separates a Gaussian from a t3 (a likelihood uses every point, so it
+    sees a heavy tail under a bulk that looks Gaussian, such as interval-averaged heavy-tailed
+    losses). The `nu` of highest likelihood wins; with fewer than 20 points we assume nu = 3.
     """
-    z = z[np.isfinite(z) & (z > 0)]
+    x = np.sort(z[np.isfinite(z) & (z > 0)])
     fallback = NoiseTail(3.0, RESIDUAL_MAD_SHRINK[T_DEGREES.index(3.0)])
-    if z.size < 20:
+    if x.size < 20:
         return fallback
-    if z.size > MAX_TAIL_FIT_POINTS // 2:
-        z = z[:: int(np.ceil(2 * z.size / MAX_TAIL_FIT_POINTS))]
-    x2 = np.concatenate([z, z]) ** 2
+    if x.size > MAX_TAIL_FIT_POINTS:
+        x = x[np.linspace(0, x.size - 1, MAX_TAIL_FIT_POINTS).astype(int)]
+    censored = max(1, int(np.ceil(CENSORED_SHARE * x.size)))
+    body, cut = x[:-censored], x[-censored - 1]
+    median = float(np.median(x))
+    if median <= 0:
+        return fallback
+    body2 = body**2
     best, best_index = -np.inf, T_DEGREES.index(3.0)
     for index, nu in enumerate(T_DEGREES):
-        scale2 = float(np.median(x2)) or 1.0
-        for _ in range(EM_ITERATIONS):
-            if np.isinf(nu):
-                scale2 = float(x2.mean())
-                break
-            weights = (nu + 1) / (nu + x2 / scale2)
-            scale2 = float(np.mean(weights * x2))
+        scale = median / _T_MAD[index]
+        u2 = body2 / scale**2
+        c2 = (cut / scale) ** 2
         if np.isinf(nu):
-            loglik = float(np.sum(-0.5 * x2 / scale2) - 0.5 * x2.size * np.log(2 * np.pi * scale2))
+            log_density = -0.5 * float(np.sum(u2)) - 0.5 * body.size * np.log(2 * np.pi)
+            log_two_sided_sf = float(np.log(special.erfc(np.sqrt(c2 / 2))))
         else:
-            constant = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi * scale2)
-            loglik = float(x2.size * constant - (nu + 1) / 2 * np.sum(np.log1p(x2 / (nu * scale2))))
+            constant = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
+            log_density = body.size * constant - (nu + 1) / 2 * float(np.sum(np.log1p(u2 / nu)))
+            log_two_sided_sf = float(np.log(special.betainc(nu / 2, 0.5, nu / (nu + c2))))
+        loglik = log_density - body.size * np.log(scale) + censored * log_two_sided_sf
         if loglik > best:
             best, best_index = loglik, index
     return NoiseTail(T_DEGREES[best_index], RESIDUAL_MAD_SHRINK[best_index])

@@ -1,0 +1,158 @@
+"""The loss detectors on curves with known faults, and on benign traps that must stay quiet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_health_plugin.analysis.detectors.divergence import loss_divergence
+from tb_health_plugin.analysis.detectors.nonfinite import nonfinite_values
+from tb_health_plugin.analysis.detectors.overfitting import overfitting
+from tb_health_plugin.analysis.detectors.robust import fit_noise_tail, log_loss, rolling_median
+from tb_health_plugin.analysis.detectors.schedule import infer_schedule
+from tb_health_plugin.analysis.detectors.spikes import loss_spikes
+from tb_health_plugin.analysis.detectors.stall import stalled_convergence
+
+ALARMS = ("warning", "critical")
+
+
+def curve(points: int, interval: int = 10, seed: int = 0, noise: float = 0.03, nu: float | None = None):
+    """A power-law loss logged every `interval` steps, with log-normal or log-t noise."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(points) * interval + interval
+    y = np.log(0.5 + 4.0 * (1 + steps / (points * interval * 0.02)) ** -0.7)
+    e = rng.standard_t(nu, points) if nu else rng.standard_normal(points)
+    return steps, y + noise * e
+
+
+def alarms(findings):
+    return [f for f in findings if f.severity in ALARMS]
+
+
+def test_log_loss_handles_zero_and_negative_losses_keeping_order():
+    values = np.array([-3.0, -1.0, 0.0, 2.0, np.nan])
+    y = log_loss(values)
+    assert np.all(np.isfinite(y[:4])) and np.isnan(y[4])
+    assert np.all(np.diff(y[:4]) > 0)
+
+
+def test_rolling_median_keeps_a_straight_line_straight_at_both_ends():
+    y = np.linspace(5.0, 1.0, 200)
+    assert np.allclose(rolling_median(y, 17), y)
+
+
+@pytest.mark.parametrize("nu, lightest, heaviest", [(3.0, 2.0, 5.0), (None, 20.0, np.inf)])
+def test_noise_tail_fit_tells_heavy_from_gaussian_noise(nu, lightest, heaviest):
+    rng = np.random.default_rng(1)
+    e = rng.standard_t(nu, 4000) if nu else rng.standard_normal(4000)
+    r = e - rolling_median(e, 17)
+    fitted = fit_noise_tail(r / np.median(np.abs(r))).nu
+    assert lightest <= fitted <= heaviest
+
+
+def test_a_spike_is_found_at_its_step_with_the_last_healthy_step_as_advice():
+    steps, y = curve(1500)
+    y[900:903] += np.log(3.0) * np.array([1.0, 0.6, 0.3])
+    found = alarms(loss_spikes(steps, np.exp(y), "train/loss", infer_schedule(steps)))
+    assert [f.step for f in found] == [int(steps[900])]
+    assert found[0].evidence["last_healthy_step"] == int(steps[899])
+    assert str(int(steps[899])) in found[0].message
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_heavy_tailed_noise_alone_raises_no_spike(seed):
+    steps, y = curve(3000, seed=seed, noise=0.04, nu=4.0)
+    assert alarms(loss_spikes(steps, np.exp(y), "loss", infer_schedule(steps))) == []
+
+
+def test_learning_rate_step_drops_are_not_spikes_or_divergence():
+    steps, y = curve(2000, seed=3)
+    y[1000:] -= 0.4  # a 10x learning-rate decay drops the loss at once
+    y[1500:] -= 0.2
+    schedule = infer_schedule(steps)
+    assert alarms(loss_spikes(steps, np.exp(y), "loss", schedule)) == []
+    assert loss_divergence(steps, np.exp(y), "loss", schedule) == []
+
+
+def test_warmup_bumps_are_info_at_most():
+    steps, y = curve(1000, seed=4)
+    lr = np.minimum(1.0, steps / steps[150]) * 1e-3
+    y[40:60] += 0.5 * np.sin(np.linspace(0, np.pi, 20))
+    schedule = infer_schedule(steps, steps, lr)
+    assert alarms(loss_spikes(steps, np.exp(y), "loss", schedule)) == []
+    assert loss_divergence(steps, np.exp(y), "loss", schedule) == []
+
+
+def test_one_step_spike_between_logged_points_is_visible_in_the_window_maximum():
+    rng = np.random.default_rng(5)
+    per_step = np.exp(np.log(2.0) + 0.03 * rng.standard_normal(20000))
+    per_step[12345] *= 6.0
+    windows = per_step.reshape(-1, 10)
+    steps = np.arange(10, 20001, 10) - 1
+    schedule = infer_schedule(steps)
+    assert alarms(loss_spikes(steps, windows[:, -1], "train/loss", schedule)) == []
+    found = alarms(loss_spikes(steps, windows.max(axis=1), "train/loss_max", schedule))
+    assert [f.step for f in found] == [12349]
+
+
+@pytest.mark.parametrize("interval", [1, 10, 100])
+def test_divergence_onset_is_reported_within_three_logged_points(interval):
+    steps, y = curve(800, interval=interval, seed=6)
+    onset = 500
+    y[onset:] += np.expm1(0.3 * np.arange(300)).clip(max=8.0)
+    found = loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps))
+    assert [f.severity for f in found] == ["critical"]
+    assert abs(found[0].step - steps[onset]) <= 3 * interval
+
+
+def test_a_run_ending_in_nan_diverged_and_is_nonfinite():
+    steps, y = curve(600, seed=7)
+    values = np.exp(y)
+    values[450:] = np.nan
+    assert [f.kind for f in loss_divergence(steps, values, "loss", infer_schedule(steps))] == ["divergence"]
+    found = nonfinite_values(steps, values, "loss", "training loss", always_critical=True)
+    assert found[0].step == steps[450] and found[0].severity == "critical"
+    assert str(int(steps[449])) in found[0].message
+
+
+def test_a_plateau_at_a_high_learning_rate_is_a_stall():
+    steps, y = curve(1200, seed=8)
+    y[500:] = y[500] + 0.03 * np.random.default_rng(8).standard_normal(700)
+    lr = np.full(steps.size, 1e-3)
+    found = stalled_convergence(steps, np.exp(y), "loss", infer_schedule(steps, steps, lr))
+    assert [f.kind for f in found] == ["stalled_convergence"]
+    assert steps[350] <= found[0].step <= steps[560]
+
+
+def test_the_flattening_of_a_planned_anneal_is_not_a_stall():
+    steps, y = curve(1200, seed=9)
+    y[500:] = y[500] + 0.03 * np.random.default_rng(9).standard_normal(700)
+    lr = 1e-3 * 0.5 * (1 + np.cos(np.pi * np.clip((steps - steps[100]) / (steps[450] - steps[100]), 0, 1)))
+    assert stalled_convergence(steps, np.exp(y), "loss", infer_schedule(steps, steps, lr)) == []
+
+
+def test_a_run_stuck_from_the_start_is_a_stall_at_its_first_points():
+    rng = np.random.default_rng(10)
+    steps = np.arange(1, 401)
+    values = np.exp(np.log(2.3) + 0.02 * rng.standard_normal(400))
+    found = stalled_convergence(steps, values, "loss", infer_schedule(steps))
+    assert found and found[0].evidence["stuck_from_start"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_healthy_improving_run_is_neither_stalled_nor_diverging(seed):
+    steps, y = curve(2500, seed=seed, noise=0.05)
+    schedule = infer_schedule(steps)
+    assert stalled_convergence(steps, np.exp(y), "loss", schedule) == []
+    assert loss_divergence(steps, np.exp(y), "loss", schedule) == []
+
+
+def test_overfitting_when_eval_rises_while_train_falls_and_not_otherwise():
+    steps, y = curve(1000, seed=11)
+    eval_steps = steps[99::100]
+    eval_y = np.interp(eval_steps, steps, y) + 0.1
+    rising = eval_y.copy()
+    rising[6:] = eval_y[5] + np.linspace(0.05, 0.4, 4)  # the best evaluation is the 6th
+    found = overfitting(eval_steps, np.exp(rising), steps, np.exp(y), "eval/loss")
+    assert [f.step for f in found] == [int(eval_steps[5])]
+    assert overfitting(eval_steps, np.exp(eval_y), steps, np.exp(y), "eval/loss") == []
