@@ -148,7 +148,7 @@ def test_a_healthy_improving_run_is_neither_stalled_nor_diverging(seed):
 
 
 def test_overfitting_when_eval_rises_while_train_falls_and_not_otherwise():
-    steps, y = curve(1000, seed=11)
+    steps, y = curve(1000, seed=11, noise=0.005)
     eval_steps = steps[99::100]
     eval_y = np.interp(eval_steps, steps, y) + 0.1
     rising = eval_y.copy()

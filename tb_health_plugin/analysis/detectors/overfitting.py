@@ -2,11 +2,12 @@
 
 Method (on the log of both losses; evaluations are few, so every rule is in eval points):
 
-1. Noise of the evaluation loss: sigma_e = 1.4826 * MAD of its successive differences / sqrt(2)
-   (differences remove the trend; MAD ignores the rise itself as long as it spans less than
-   half of the evaluations). Floor: 0.2% of the loss, below the print precision of most logs.
+1. Noise of the evaluation loss: sigma_e = 1.4826 * MAD of its second differences / sqrt(6)
+   over the last two thirds of the evaluations (second differences remove a local linear
+   trend, a rise included; the steep first third would add its curvature; the MAD ignores the
+   kink where the rise begins). Floor: 0.2% of the loss, below the print precision of logs.
 2. Best evaluation: the minimum of a 3-point running median of the eval log-loss (one lucky
-   evaluation does not make a minimum).
+   evaluation does not make a minimum), reported at the lowest raw evaluation next to it.
 3. Overfitting when, after the best evaluation, the last `MIN_RISING_EVALS` evaluations all sit
    more than `Z_RISE` = 3 sigma_e above it (each a 0.13% tail event under Gaussian eval noise;
    jointly far below the 1e-3 false-alarm budget of a run) and the training loss, smoothed,
@@ -50,9 +51,11 @@ def overfitting(
     if eval_steps.size < MIN_EVALS or train_steps.size < MIN_EVALS:
         return []
     e = log_loss(eval_values)
-    sigma_e = max(MAD_TO_SIGMA * mad(np.diff(e)) / np.sqrt(2), MIN_EVAL_SIGMA_LOG)
+    settled = e[e.size // 3 :]
+    sigma_e = max(MAD_TO_SIGMA * mad(np.diff(settled, n=2)) / np.sqrt(6), MIN_EVAL_SIGMA_LOG)
     smooth_e = rolling_median(e, 3)
     best = int(np.argmin(smooth_e[:-MIN_RISING_EVALS]))
+    best = max(best - 1, 0) + int(np.argmin(e[max(best - 1, 0) : best + 2]))  # the raw best nearby
     best_level = smooth_e[best]
     rising = e[-MIN_RISING_EVALS:] - best_level
     if not np.all(rising > Z_RISE * sigma_e):
