@@ -39,6 +39,7 @@ class _FileState:
         self.file = event_file
         self.offset = 0  # bytes consumed: everything before is decoded
         self.resyncing = False  # looking for a valid header after a damaged one
+        self.identity: tuple[int, int] | None = None  # (device, inode) read: a file renamed over it is new
 
 
 class _RunState:
@@ -119,10 +120,11 @@ class _RunState:
                     return True
                 continue
             try:
-                size = os.stat(event_file.path).st_size
+                info = os.stat(event_file.path)
+                size, identity = info.st_size, (info.st_dev, info.st_ino)
             except OSError:
-                size = -1  # unreadable now: only matters if something was read from it before
-            if state.offset and size < state.offset:
+                size, identity = -1, state.identity  # unreadable now: only matters if something was read from it before
+            if state.offset and (size < state.offset or identity != state.identity):
                 return True
         return False
 
@@ -134,7 +136,11 @@ class _RunState:
         decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
         changed = False
         with open(event_file.path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+            info = os.fstat(handle.fileno())
+            size, identity = info.st_size, (info.st_dev, info.st_ino)
+            if state.identity is not None and identity != state.identity:
+                return False  # replaced since `needs_reset` looked: the next refresh starts the run afresh
+            state.identity = identity
             while state.offset < size:
                 handle.seek(state.offset)
                 buf = handle.read(min(READ_CHUNK_BYTES, size - state.offset))  # read(n) preallocates n
