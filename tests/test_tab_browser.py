@@ -282,3 +282,28 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard):
         header = tab.eval("w => w.document.querySelector('.runs-table thead').textContent")
         assert "运行" in header and "状态" in header
         tab.screenshot("overview-zh")
+
+
+def test_tensorboard_reload_button_refreshes_the_tab(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    requests: list[float] = []
+    page.on("request", lambda request: requests.append(time.monotonic()) if "/health/runs" in request.url else None)
+    clicked = time.monotonic()
+    page.locator("button.reload-button").click()  # TensorBoard's own reload, outside the iframe
+    assert tab.wait_until("w => w.document.body.dataset.hostReloads", timeout_s=10)
+    tab.wait_until("() => true")  # let Playwright deliver the request events
+    deadline = time.monotonic() + 10
+    while not any(t > clicked for t in requests) and time.monotonic() < deadline:
+        tab.eval("() => null")
+        time.sleep(0.1)
+    assert any(t > clicked for t in requests)
+
+
+def test_page_fills_the_iframe(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    app_height, inner_height = tab.eval(
+        "w => [w.document.querySelector('.health-app').getBoundingClientRect().height, w.innerHeight]"
+    )
+    assert inner_height > 300 and abs(app_height - inner_height) <= 1

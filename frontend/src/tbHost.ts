@@ -27,7 +27,10 @@ export function listenToHostReloads(onReload: () => void): void {
     if (message.isReply) return;
     const reply: HostMessage = {type: message.type, id: message.id, payload: null, error: null, isReply: true};
     channel.port1.postMessage(JSON.stringify(reply));
-    if (message.type === DATA_RELOADED || message.type === RUNS_CHANGED) onReload();
+    if (message.type === DATA_RELOADED || message.type === RUNS_CHANGED) {
+      document.body.dataset.hostReloads = String(Number(document.body.dataset.hostReloads ?? 0) + 1);
+      onReload();
+    }
   });
   channel.port1.start();
   window.parent.postMessage(`${PROTOCOL}.bootstrap`, '*', [channel.port2]);
