@@ -322,6 +322,10 @@ COUNTS = {
         "weights_large": 2,
         "weights_drift": 3,
         "weights_saturation": 2,
+        "grad_converging": 4,
+        "lr_plateau": 3,
+        "lr_sgdr": 3,
+        "time_speedup": 3,
     },
     "holdout": {
         "grad_healthy": 16,
@@ -349,6 +353,10 @@ COUNTS = {
         "weights_large": 2,
         "weights_drift": 3,
         "weights_saturation": 2,
+        "grad_converging": 4,
+        "lr_plateau": 3,
+        "lr_sgdr": 3,
+        "time_speedup": 3,
     },
 }
 JOBS = {
@@ -457,6 +465,10 @@ def sim_grad(scenario: str, rng) -> Synthetic:
     g = _norm_baseline(rng, n)
     if scenario == "grad_healthy":
         run.scalars["train/loss"] = (steps, _loss(rng, steps))
+    elif scenario == "grad_converging":  # memorising a small set: loss and gradient fall together
+        fall = np.geomspace(1, 10 ** -rng.uniform(3, 5), n)
+        run.scalars["train/loss"] = (steps, rng.uniform(1, 3) * fall * np.exp(rng.normal(0, 0.05, n)))
+        g = g * fall
     elif scenario == "grad_exploding":
         k = _onset(rng, n)
         length = max(3, int(n * rng.uniform(0.03, 0.25)))
@@ -584,6 +596,8 @@ def _schedule(rng, total: int, shape: str) -> np.ndarray:
         "wsd": np.where(x < 0.8, peak, floor + (peak - floor) * (1 - (x - 0.8) / 0.2)),
         "inverse_sqrt": peak / np.sqrt(1 + 20 * x),
         "constant": np.full(total, peak),
+        "plateau": peak * 0.5 ** np.searchsorted(np.sort(rng.uniform(0.1, 0.95, int(rng.integers(1, 5)))), x),
+        "sgdr": floor + (peak - floor) * 0.5 * (1 + np.cos(np.pi * ((x * int(rng.integers(3, 6))) % 1.0))),
     }[shape]
     lr = decay.copy()
     if warm:
@@ -597,6 +611,10 @@ def sim_lr(scenario: str, rng) -> Synthetic:
     every = int(rng.choice([1, 10, 50, 100]))
     every = min(every, max(1, total // 150))
     shape = str(rng.choice(["cosine", "linear", "step", "wsd", "inverse_sqrt", "constant"]))
+    if scenario == "lr_plateau":  # ReduceLROnPlateau: irregular halvings
+        shape = "plateau"
+    elif scenario == "lr_sgdr":  # cosine annealing with warm restarts
+        shape = "sgdr"
     if scenario in ("lr_zero", "lr_fast") and shape == "constant":
         shape = "cosine"
     lr = _schedule(rng, total, shape)
@@ -635,7 +653,7 @@ def sim_lr(scenario: str, rng) -> Synthetic:
             expected_step = int(steps[k - back])
     else:
         run.scalars[tag] = (steps, values)
-    if scenario != "lr_healthy":
+    if scenario not in ("lr_healthy", "lr_plateau", "lr_sgdr"):
         run.expected["lr_schedule"] = [expected_step]
     return run
 
@@ -694,6 +712,8 @@ def sim_time(scenario: str, rng) -> Synthetic:
     period = int(rng.integers(20, 200))
     t[period::period] *= rng.uniform(3, 20)  # evaluation / checkpoint pauses
     k = _onset(rng, n)
+    if scenario == "time_speedup":  # caches warm up, a slow neighbour job ends: faster is fine
+        t[k:] /= rng.uniform(1.3, 2)
     if scenario == "time_step":
         t[k:] *= rng.uniform(1.35, 3)
     elif scenario == "time_gradual":
@@ -706,7 +726,7 @@ def sim_time(scenario: str, rng) -> Synthetic:
     else:
         run.scalars["throughput"] = (steps, rng.choice([8, 32, 256]) / (t / 1000))
     run.scalars["train/loss"] = (steps, _loss(rng, steps))
-    if scenario != "time_healthy":
+    if scenario in ("time_step", "time_gradual"):
         run.expected["throughput"] = [int(steps[k])]
     return run
 

@@ -91,8 +91,8 @@ def exploding(values: np.ndarray) -> GradientEvent | None:
     if not np.any(np.isfinite(logs[warm:stop]) & (logs[warm:stop] - base >= EXPLODE_DECADES)):
         return None  # only non-finite values: a NaN problem, reported as `nonfinite`
     # the onset: walk back while the level still stands clearly above the baseline noise
-    residual = (logs - level)[warm:]
-    residual = residual[np.isfinite(residual)]
+    finite = np.isfinite(logs) & np.isfinite(level)
+    residual = (logs - np.where(finite, level, 0.0))[warm:][finite[warm:]]
     noise = 1.4826 * float(np.median(np.abs(residual - np.median(residual)))) if residual.size else 0.0
     rise = max(ONSET_NOISE_MULTIPLE * noise, ONSET_MIN_DECADES)
     onset = start
