@@ -26,6 +26,7 @@ KINDS = (
     "loss_scale",
     "throughput",
     "overfitting",
+    "check_error",  # info only: a check could not run on this run (engine.py)
 )
 
 
