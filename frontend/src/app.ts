@@ -93,6 +93,7 @@ export class App {
     if (this.state.view === 'run') {
       const summary = this.runs.find((r) => r.run === this.state.run);
       if (summary) await this.runView.show(summary);
+      else this.runView.showMissing();
     } else if (this.state.view === 'compare') {
       await this.compare.show(this.runs.filter((r) => this.state.compare.has(r.run)));
     }

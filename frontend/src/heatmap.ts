@@ -13,7 +13,7 @@ import {el} from './dom';
 import {formatNumber, formatStep} from './format';
 import {bindText} from './i18n';
 
-const ROW_PX = 10;
+const ROW_PX = 14;
 const LABEL_PX = 13;
 const MIN_HEIGHT = 150;
 const MAX_HEIGHT = 420;

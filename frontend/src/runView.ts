@@ -190,8 +190,15 @@ export class RunView {
       );
       this.charts.push(chart);
       this.grid.append(chart.card.root);
+      // the heatmap comes right under the loss: vanishing or exploding gradients explain most loss trouble
+      if (plan.id === 'loss') this.grid.append(new GradientHeatmap(run, group).card.root);
     }
-    this.grid.append(new GradientHeatmap(run, group).card.root);
+    if (!this.charts.some((c) => c.card.root.dataset.chart === 'loss')) {
+      this.grid.prepend(new GradientHeatmap(run, group).card.root);
+    }
+    // half-width charts come in pairs; a last one alone takes the whole row instead of leaving a hole
+    const halves = this.charts.filter((c) => !c.card.root.classList.contains('wide'));
+    if (halves.length % 2 === 1) halves[halves.length - 1].card.root.classList.add('wide');
   }
 
   private renderHeader(summary: RunSummary): void {
@@ -204,6 +211,18 @@ export class RunView {
       el('span', {class: 'spacer'}),
       this.resetButton,
     );
+  }
+
+  /** The chosen run is gone (or none was chosen): say so instead of showing stale charts. */
+  showMissing(): void {
+    this.loading?.abort();
+    this.group?.destroy();
+    this.group = null;
+    this.run = null;
+    this.charts = [];
+    this.header.replaceChildren(bindText(el('span', {class: 'muted'}), 'pickRun'));
+    this.findingsPane.replaceChildren();
+    this.grid.replaceChildren();
   }
 
   relabel(): void {
