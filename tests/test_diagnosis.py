@@ -110,3 +110,12 @@ def test_a_stall_while_the_learning_rate_is_zero_is_blamed_on_the_schedule():
 def test_findings_without_a_related_signal_are_left_as_they_are():
     throughput = Finding("throughput", "warning", 10, "train/step_time_ms", "Slower.")
     assert explain([throughput], run_with(False)) == [throughput]
+
+
+def test_nan_after_exploding_gradients_is_blamed_on_the_explosion():
+    signals = RunSignals.from_run(nan_run(grad_first=False))
+    exploding = Finding("exploding_gradients", "critical", 1800, "train/grad_norm", "Exploded.")
+    nonfinite = Finding("nonfinite", "critical", 2000, "train/loss", "The loss is NaN.")
+    explained = explain([exploding, nonfinite], signals)[1]
+    assert explained.evidence["cause"] == "exploding_gradients"
+    assert explained.evidence["related"]["exploding_from_step"] == 1800

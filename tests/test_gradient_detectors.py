@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_health_plugin.analysis.checks.gradients import global_norm_check, layer_depth_check
+from tb_health_plugin.analysis.checks.gradients import (
+    global_norm_check,
+    gradient_check,
+    layer_depth_check,
+    per_layer_check,
+)
 from tb_health_plugin.analysis.detectors.gradient_norms import exploding, vanishing
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
 from tb_health_plugin.analysis.signals import RunSignals
@@ -166,3 +171,43 @@ def test_gradient_histograms_alone_are_enough_for_the_depth_check():
     findings = layer_depth_check(run_signals(histograms=histograms))
     assert [f.kind for f in findings] == ["vanishing_gradients"]
     assert findings[0].tag == "grad/layers.0.weight"
+
+
+def test_one_layer_dying_is_found_although_the_global_norm_looks_fine():
+    rng = np.random.default_rng(0)
+    steps = np.arange(300) * 10
+    scalars = {f"grad_norm/layers.{i}.weight": (steps, np.exp(rng.normal(0, 0.3, 300))) for i in range(6)}
+    dying = scalars["grad_norm/layers.3.weight"][1]
+    dying[150:] *= 1e-6
+    signals = run_signals(scalars)
+    assert global_norm_check(signals) == [] and layer_depth_check(signals) == []
+    found = per_layer_check(signals)
+    assert [(f.kind, f.step, f.tag) for f in found] == [
+        ("vanishing_gradients", 1500, "grad_norm/layers.3.weight")
+    ]
+    assert found[0].evidence["layers"] == [3]
+    assert gradient_check(signals) == found
+
+
+def test_each_kind_is_reported_once_across_the_three_views():
+    series = depth_series(-7)
+    collapsed = {k: (s, v * np.r_[np.ones(60), np.full(60, 1e-9)]) for k, (s, v) in series.items()}
+    kinds = [f.kind for f in gradient_check(run_signals({"grad_norm/" + k: v for k, v in collapsed.items()}))]
+    assert kinds.count("vanishing_gradients") == 1
+
+
+def test_layer_norms_after_a_blow_up_are_not_called_vanishing():
+    rng = np.random.default_rng(0)
+    steps = np.arange(200) * 10
+    loss = np.r_[np.linspace(2, 1, 120), np.full(80, np.nan)]
+    scalars = {"train/loss": (steps, loss)}
+    global_norm = np.exp(rng.normal(0, 0.3, 200))
+    global_norm[100:120] *= np.geomspace(1, 1e6, 20)
+    global_norm[120:] = np.nan
+    scalars["train/grad_norm"] = (steps, global_norm)
+    for i in range(4):
+        layer = np.exp(rng.normal(0, 0.3, 200))
+        layer[120:] = 0.0  # what MindSpore reports for layers behind NaN weights
+        scalars[f"grad_norm/layers.{i}.weight"] = (steps, layer)
+    kinds = [f.kind for f in gradient_check(run_signals(scalars))]
+    assert kinds == ["exploding_gradients"]

@@ -326,6 +326,8 @@ COUNTS = {
         "lr_plateau": 3,
         "lr_sgdr": 3,
         "time_speedup": 3,
+        "layer_dead": 4,
+        "layer_healthy": 4,
     },
     "holdout": {
         "grad_healthy": 16,
@@ -357,6 +359,8 @@ COUNTS = {
         "lr_plateau": 3,
         "lr_sgdr": 3,
         "time_speedup": 3,
+        "layer_dead": 4,
+        "layer_healthy": 4,
     },
 }
 JOBS = {
@@ -567,6 +571,29 @@ def sim_depth(scenario: str, rng, histograms=False) -> Synthetic:
         label_steps = steps
     if kind != "healthy":
         run.expected[f"{kind}_gradients"] = [int(label_steps[onset])]
+    return run
+
+
+def sim_layer(scenario: str, rng) -> Synthetic:
+    """Per-layer norms where one layer dies (norm to zero or 10^-4..10^-7 of itself) mid-run."""
+    run = Synthetic()
+    steps = _grid(rng, points=(100, 800))
+    layers = int(rng.integers(4, 16))
+    names, prefix = _layer_names(rng, layers)
+    norms, _ = _depth_norms(rng, "healthy", steps, layers, names)
+    run.scalars["train/loss"] = (steps, _loss(rng, steps))
+    k = _onset(rng, steps.size)
+    if scenario == "layer_dead":
+        from tb_health_plugin.analysis.detectors.layer_depth import layer_index
+
+        victim = int(rng.integers(layers))
+        factor = 0.0 if rng.random() < 0.4 else 10 ** -rng.uniform(4, 7)
+        for name in names:
+            if layer_index(name) == victim:
+                norms[name][k:] *= factor
+        run.expected["vanishing_gradients"] = [int(steps[k])]
+    for name, values in norms.items():
+        run.scalars[prefix + name] = (steps, values)
     return run
 
 
@@ -792,6 +819,8 @@ def simulate(scenario: str, rng) -> Synthetic:
     family = scenario.split("_")[0]
     if family == "hist":
         return sim_depth("depth_" + scenario.split("_")[1], rng, histograms=True)
+    if family == "layer":
+        return sim_layer(scenario, rng)
     return SIMULATORS[family](scenario, rng)
 
 

@@ -12,6 +12,7 @@ and adds the most likely cause and what to try, in the message and in the eviden
 * non-finite values: which series went NaN/Inf first (a parameter's or the global gradient norm
   before the loss -> the backward pass overflowed; the loss first or at the same step -> the
   forward pass or the loss itself).
+* divergence or non-finite values after exploding gradients: the explosion.
 * exploding gradients: at a learning-rate rise, or as the rate reaches its warm-up peak.
 * vanishing gradients and stalls: a learning rate at zero or its floor, exactly-zero gradients.
 
@@ -82,7 +83,7 @@ CAUSES: dict[str, tuple[str, str]] = {
         "fix the vanishing gradients first (activations, normalisation, initialisation)",
     ),
     "exploding_gradients": (
-        "the gradients exploded at the same time",
+        "the gradient norm exploded at or before these steps",
         "clip the gradient norm and lower the learning rate",
     ),
 }
@@ -112,6 +113,13 @@ def _with_cause(finding: Finding, cause: str, related: dict[str, Any]) -> Findin
 def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tuple[str | None, dict]:
     start = finding.step
     end = finding.end_step if finding.end_step is not None else finding.step
+    exploded = [f for f in findings if f.kind == "exploding_gradients" and f.step <= end]
+    if finding.kind in ("divergence", "nonfinite") and exploded:
+        first = min(f.step for f in exploded)
+        related = {"exploding_from_step": first}
+        if finding.kind == "nonfinite":
+            related.update(_nonfinite_cause(signals)[1])
+        return "exploding_gradients", related
     if finding.kind in ("loss_spike", "divergence"):
         return _loss_event_cause(signals, findings, start, end)
     if finding.kind == "nonfinite":

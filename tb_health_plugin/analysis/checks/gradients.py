@@ -1,5 +1,9 @@
 """Exploding and vanishing gradients: the global norm, per-layer norms and gradient histograms.
 
+Three views, each kind reported once by the first that sees it: the global norm against its own
+baseline, early layers against late ones, then each layer against its own baseline (one layer
+dying or blowing up while the global norm, dominated by the others, looks fine).
+
 Adapters only: pick the series out of `RunSignals` and call `detectors.gradient_norms` (one norm
 over time) and `detectors.layer_depth` (early layers against late ones). Per-parameter norms come
 from `grad_norm/<param>` / `local_norm/<param>` scalars, or else from `grad/<param>` histograms.
@@ -28,6 +32,11 @@ ADVICE = {
         "The signal dies on its way back through the layers: use ReLU/GELU instead of sigmoid/tanh, "
         "add normalisation or residual connections, or use a He/Xavier initialisation."
     ),
+    "layer_vanishing": (
+        "Check that layer: dead activations (ReLU units stuck at zero), a branch detached from the "
+        "loss, or a block that is skipped or frozen."
+    ),
+    "layer_exploding": "Clip the gradient norm and check that layer's inputs and initialisation.",
     "depth_exploding": (
         "The gradient grows on its way back through the layers: add normalisation layers, clip the "
         "gradient norm, or scale the initialisation down."
@@ -149,5 +158,55 @@ def layer_depth_check(signals: RunSignals) -> list[Finding]:
     return [_finding(event, steps, tag, message, advice)]
 
 
-RUN_CHECKS = [global_norm_check, layer_depth_check]
+def per_layer_check(signals: RunSignals) -> list[Finding]:
+    """Layers whose own gradient norm collapses or explodes against their own baseline.
+
+    One finding per kind, listing the layers; the first layer (by step) gives the step and tag.
+    """
+    per_param = per_parameter_grad_norms(signals)
+    depths, steps, norms = layer_norms(per_param)
+    if len(depths) < 2:
+        return []
+    loss = _aligned_loss(signals, steps)
+    if loss is not None:  # points with a non-finite loss tell nothing about one layer
+        norms = np.where(np.isnan(loss) | np.isinf(loss), np.nan, norms)
+    hits: dict[str, list[tuple[int, GradientEvent]]] = {}
+    for row, depth in enumerate(depths):
+        for event in (exploding(norms[row]), vanishing(norms[row], loss)):
+            if event is not None:
+                hits.setdefault(event.kind, []).append((depth, event))
+    findings = []
+    for kind, found in hits.items():
+        found.sort(key=lambda item: item[1].index)
+        depth, event = found[0]
+        layers = sorted(d for d, _ in found)
+        example = next(p for p in sorted(per_param) if layer_index(p) == depth)
+        tags = signals.roles.per_parameter.get("param_grad_norm", {}) or signals.roles.histograms.get(
+            "grad_histogram", {}
+        )
+        event.evidence.update(layers=layers, layer_count=len(depths))
+        verb = "rose far above" if kind == "exploding_gradients" else "collapsed far below"
+        message = (
+            f"The gradient norm of layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers[:8]))} "
+            f"{verb} its own earlier level from step {int(steps[event.index])}."
+        )
+        severity_event = GradientEvent(kind, "warning", event.index, event.end_index, event.evidence)
+        advice = ADVICE["layer_vanishing" if kind == "vanishing_gradients" else "layer_exploding"]
+        findings.append(_finding(severity_event, steps, tags.get(example, example), message, advice))
+    return findings
+
+
+def gradient_check(signals: RunSignals) -> list[Finding]:
+    """The global, depth and per-layer checks, each kind reported by the first that finds it."""
+    findings: list[Finding] = []
+    for check in (global_norm_check, layer_depth_check, per_layer_check):
+        seen = {f.kind for f in findings}
+        findings.extend(f for f in check(signals) if f.kind not in seen)
+    exploded = [f.step for f in findings if f.kind == "exploding_gradients"]
+    if exploded:  # after a blow-up, norms of a broken network (NaN weights, zeros) mean nothing more
+        findings = [f for f in findings if not (f.kind == "vanishing_gradients" and f.step >= min(exploded))]
+    return findings
+
+
+RUN_CHECKS = [gradient_check]
 JOB_CHECKS: list = []
