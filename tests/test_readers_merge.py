@@ -108,3 +108,21 @@ def test_run_snapshots_stay_consistent_while_another_thread_refreshes(tmp_path):
     thread.join()
     assert problems == []
     assert len(reader.run("live").scalars["loss"]) == 600
+
+
+def test_text_is_an_event_log_entries_at_earlier_steps_are_kept_and_no_resume(tmp_path):
+    from tests.readers_fixtures import tensor_value
+
+    findings = [(90, "spike at 90"), (20, "lr jump at 20"), (140, "stall at 140"), (85, "nan at 85"), (85, "again")]
+    events = [event(step, tensor_value("health/findings", np.array(text.encode()), "text")) for step, text in findings]
+    events.insert(2, event(100, scalar_value("loss", 1.0)))
+    write_events(tmp_path, events[:3], suffix=".a")
+    reader = LogdirReader(tmp_path)
+    reader.refresh()
+    write_events(tmp_path, events[3:], suffix=".b")
+    reader.refresh()
+    run = reader.run(".")
+    texts = run.texts["health/findings"]
+    assert texts.steps.tolist() == [20, 85, 85, 90, 140]
+    assert texts.values == ["lr jump at 20", "nan at 85", "again", "spike at 90", "stall at 140"]
+    assert run.backtracks == []

@@ -1,7 +1,8 @@
 """Per-tag series that grow as records are read, with TensorBoard's resume semantics.
 
 Points of one tag arrive in write order (files of a run in order, records in file order). The
-rule, applied in batches with numpy:
+rule for scalars and histograms, applied in batches with numpy (text is an event log, see
+`TextBuilder`):
 - a step equal to the previous one replaces it (MindSpore writes the epoch-end step twice);
 - a step below the previous one is a resume from an earlier checkpoint: every point already
   held at or after that step is dropped (the later write wins) and a `Backtrack` is recorded.
@@ -174,11 +175,27 @@ class HistogramBuilder(_ObjectSeriesBuilder):
 
 
 class TextBuilder(_ObjectSeriesBuilder):
+    """Text is an event log (our hooks write each finding at the step it points to, which can be
+    earlier than the last one): every entry is kept, ordered by step then write order, and steps
+    going back are no resume. Scalars and histograms show resumes."""
+
     def extend(self, steps, wall_times, texts: list[str]) -> list[Backtrack]:
         if len(texts) == 0:
             return []
-        _, backtracks = self._extend_objects(np.asarray(steps, np.int64), np.asarray(wall_times, np.float64), texts)
-        return backtracks
+        steps = np.asarray(steps, np.int64)
+        wall_times = np.asarray(wall_times, np.float64)
+        last = self._last_step()
+        if (last is not None and steps[0] < last) or bool(np.any(steps[1:] < steps[:-1])):
+            steps = np.concatenate([self.steps.view(), steps])
+            wall_times = np.concatenate([self.wall_times.view(), wall_times])
+            texts = [*self.objects, *texts]
+            order = np.argsort(steps, kind="stable")
+            steps, wall_times, texts = steps[order], wall_times[order], [texts[i] for i in order.tolist()]
+            self._truncate(0)
+        self.steps.extend(steps)
+        self.wall_times.extend(wall_times)
+        self.objects.extend(texts)
+        return []
 
     def snapshot(self) -> TextSeries:
         return TextSeries(self.steps.view(), self.wall_times.view(), list(self.objects))
