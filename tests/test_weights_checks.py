@@ -94,3 +94,14 @@ def test_saturated_histograms_reach_the_weight_distribution_kind():
     )
     findings = weights_check(RunSignals.from_run(RunData("run", histograms={"weight/fc1.weight": hist})))
     assert [(f.kind, f.step, f.tag) for f in findings] == [("weight_distribution", 300, "weight/fc1.weight")]
+
+
+def test_identical_weight_histograms_mean_the_weight_stopped_changing():
+    rng = np.random.default_rng(2)
+    buckets = [bell(rng) for _ in range(30)]
+    buckets += [buckets[-1].copy() for _ in range(20)]
+    hist = HistogramSeries(
+        STEPS[:50], np.zeros(50), buckets, np.zeros(50, dtype=np.int64), np.zeros(50, dtype=np.int64)
+    )
+    findings = weights_check(RunSignals.from_run(RunData("run", histograms={"weight/fc1.weight": hist})))
+    assert [(f.kind, f.evidence["what"], f.step) for f in findings] == [("weight_updates", "stopped", 300)]

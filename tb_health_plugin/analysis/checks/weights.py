@@ -74,10 +74,13 @@ def _events(signals: RunSignals) -> list[tuple[str, str, np.ndarray, WeightEvent
                 found.append((param, f"weight_norm/{param}", series.steps, event))
     for param, hist in signals.weight_histograms.items():
         tag = signals.roles.histograms.get("weight_histogram", {}).get(param, f"weight/{param}")
-        if param not in signals.param_weight_norms and is_matrix_like(param):
-            event = drift(np.array([histogram_norm(b) for b in hist.buckets]))
-            if event is not None:
-                found.append((param, tag, hist.steps, event))
+        if param not in signals.param_weight_norms:
+            norms = np.array([histogram_norm(b) for b in hist.buckets])
+            # identical histograms give identical norm estimates: a weight that stopped changing
+            checks = (drift(norms), stopped_by_norm(norms, _lr_share(signals, hist.steps)))
+            for event in checks if is_matrix_like(param) else checks[1:]:
+                if event is not None:
+                    found.append((param, tag, hist.steps, event))
         event = saturation(np.array([edge_share(b) for b in hist.buckets]))
         if event is not None:
             found.append((param, tag, hist.steps, event))
