@@ -264,6 +264,12 @@ def test_compare_shows_runs_side_by_side_and_marks_the_best(tensorboard, page):
     assert {"exp/rank_0", "exp/rank_1"} <= set(legend)
     best = tab.wait_until("w => w.document.querySelector('.compare-table tr.best-row')?.dataset.run")
     assert best == "exp/rank_0"  # rank_1 logs a 2% higher loss
+    # add a run from the compare view's own picker
+    tab.frame.locator(".run-picker button.pick[data-run='spiky']").click()
+    tab.wait_until("w => w.document.querySelectorAll('.compare-table tbody tr').length === 3")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'")
+    assert tab.eval("w => w.document.querySelector('.compare-table tr.best-row')?.dataset.run") == "exp/rank_0"
+    assert page.errors == []
     tab.screenshot("compare")
 
 

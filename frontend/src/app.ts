@@ -34,7 +34,10 @@ export class App {
       openCompare: () => this.setView('compare'),
       changed: () => saveState(this.state),
     });
-    this.compare = new CompareView((run) => this.openRun(run));
+    this.compare = new CompareView(
+      (run) => this.openRun(run),
+      (run) => this.toggleCompare(run),
+    );
   }
 
   mount(): void {
@@ -95,8 +98,16 @@ export class App {
       if (summary) await this.runView.show(summary);
       else this.runView.showMissing();
     } else if (this.state.view === 'compare') {
-      await this.compare.show(this.runs.filter((r) => this.state.compare.has(r.run)));
+      await this.compare.show(this.runs, this.state.compare);
     }
+  }
+
+  private toggleCompare(run: string): void {
+    if (this.state.compare.has(run)) this.state.compare.delete(run);
+    else this.state.compare.add(run);
+    saveState(this.state);
+    this.overview.renderRows();
+    void this.showActiveView();
   }
 
   private openRun(run: string): void {

@@ -100,18 +100,20 @@ class CompareChart implements GroupMember {
       this.ready = true;
       return;
     }
-    const table = uPlot.join(responses.map((r) => [r.steps, r.mean] as uPlot.AlignedData));
+    // Per run: its mean line plus a faint min/max band, so a spike keeps its height here too.
+    const table = uPlot.join(responses.map((r) => [r.steps, r.mean, r.min, r.max] as uPlot.AlignedData));
     if (!this.plot) {
       const series: uPlot.Series[] = [{label: t('step'), value: (_u, v) => formatStep(v)}];
-      runs.forEach((run, i) =>
-        series.push({
-          label: run.run,
-          stroke: RUN_PALETTE[this.runs.indexOf(run) % RUN_PALETTE.length],
-          width: 1.5,
-          spanGaps: true,
-          value: (_u, v) => formatNumber(v),
-        }),
-      );
+      const bands: uPlot.Band[] = [];
+      for (const run of runs) {
+        const color = RUN_PALETTE[this.runs.indexOf(run) % RUN_PALETTE.length];
+        const mean = series.length;
+        series.push({label: run.run, stroke: color, width: 1.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
+        for (const bound of ['min', 'max']) {
+          series.push({label: `${run.run} ${t(bound)}`, stroke: `${color}55`, width: 0.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
+        }
+        bands.push({series: [mean + 2, mean + 1], fill: `${color}1a`});
+      }
       this.plot = new uPlot(
         {
           width: this.card.body.clientWidth || 600,
@@ -124,11 +126,16 @@ class CompareChart implements GroupMember {
             {values: valueAxisValues, size: 60, gap: 2},
           ],
           series,
+          bands,
           hooks: {...groupHooks(this.group, this.card.root), draw: [() => this.drawn()]},
         },
         table,
         this.card.body,
       );
+      // the legend lists runs only; their band edges stay out of it
+      this.plot.root.querySelectorAll<HTMLElement>('.u-legend .u-series').forEach((row, i) => {
+        if (i > 0 && (i - 1) % 3 !== 0) row.hidden = true;
+      });
     } else {
       this.plot.setData(table, true);
     }
@@ -152,11 +159,15 @@ export class CompareView {
   private readonly chart: CompareChart;
   private readonly tbody = el('tbody');
   private readonly hint = el('p', {class: 'muted'});
+  private readonly picker = el('div', {class: 'run-picker'});
   private runs: RunSummary[] = [];
   private stats = new Map<string, LossStats>();
   private shownKey = '';
 
-  constructor(private readonly openRun: (run: string) => void) {
+  constructor(
+    private readonly openRun: (run: string) => void,
+    private readonly toggleRun: (run: string) => void,
+  ) {
     this.chart = new CompareChart(this.group, (stats) => {
       this.stats = stats;
       this.renderTable();
@@ -172,6 +183,7 @@ export class CompareView {
       bindText(el('th', {class: 'num'}), 'bestLoss'),
     ]);
     this.root = el('div', {class: 'compare-view'}, [
+      this.picker,
       this.hint,
       this.chart.card.root,
       el('table', {class: 'runs-table compare-table'}, [el('thead', {}, [head]), this.tbody]),
@@ -179,8 +191,26 @@ export class CompareView {
     ]);
   }
 
+  /** Every run as a toggle, so the comparison can be changed without leaving the view. */
+  private renderPicker(all: RunSummary[], selected: Set<string>): void {
+    this.picker.replaceChildren(
+      ...all.map((run) =>
+        el('button', {
+          class: selected.has(run.run) ? 'pick selected' : 'pick',
+          text: run.run,
+          title: run.run,
+          data: {run: run.run},
+          attrs: {type: 'button', 'aria-pressed': String(selected.has(run.run))},
+          on: {click: () => this.toggleRun(run.run)},
+        }),
+      ),
+    );
+  }
+
   /** Shows the selected runs; reloads when the selection or their data changed. */
-  async show(selected: RunSummary[]): Promise<void> {
+  async show(all: RunSummary[], selection: Set<string>): Promise<void> {
+    const selected = all.filter((r) => selection.has(r.run));
+    this.renderPicker(all, selection);
     const key = selected.map((r) => `${r.run}|${r.steps?.last}|${r.last_update}`).join('\n');
     const selectionChanged = selected.map((r) => r.run).join('\n') !== this.runs.map((r) => r.run).join('\n');
     this.runs = selected;
