@@ -24,6 +24,9 @@ Two families:
   rank sets that are fast and healthy.
 
 "dev" and "holdout" use different seeds, depths, lengths and logging intervals.
+
+`python -m bench.detection.cases_signals compare dev holdout+ms` puts tb-health next to the
+fixed-threshold gradient monitors of tutorials (norm > 100, norm < 1e-4) on the gradient runs.
 """
 
 from __future__ import annotations
@@ -881,11 +884,81 @@ def cases(split: str) -> list[Case]:
     return synthetic_cases(split) + mindspore_cases(split)
 
 
+# ---------------------------------------------------------------------------------------------
+# Side by side with fixed thresholds on the gradient kinds
+
+# The fixed-threshold monitors found in tutorials and training scripts: alarm when the global
+# gradient norm exceeds an upper bound (exploding) or falls under a lower one (vanishing).
+NAIVE_THRESHOLDS = {"exploding_gradients": 100.0, "vanishing_gradients": 1e-4}
+
+
+def naive_gradient_alarms(signals) -> set[str]:
+    """Kinds a fixed-threshold monitor raises on one run (any logged point beyond the bound)."""
+    from tb_health_plugin.analysis.checks.gradients import _global_norm, per_parameter_grad_norms
+
+    series = _global_norm(signals, per_parameter_grad_norms(signals))
+    if series is None:
+        return set()
+    values = series[1]
+    kinds = set()
+    if np.any(~np.isfinite(values) | (values > NAIVE_THRESHOLDS["exploding_gradients"])):
+        kinds.add("exploding_gradients")
+    if np.any(np.isfinite(values) & (values < NAIVE_THRESHOLDS["vanishing_gradients"])):
+        kinds.add("vanishing_gradients")
+    return kinds
+
+
+def compare_gradients(split: str, with_mindspore: bool) -> None:
+    """Run-level F1 of tb-health and of fixed thresholds on the gradient cases, one run."""
+    from tb_health_plugin.analysis.engine import analyze_runs
+    from tb_health_plugin.analysis.signals import RunSignals
+    from tb_health_plugin.readers import read_logdir
+
+    selected = [
+        c
+        for c in (synthetic_cases(split) + (mindspore_cases(split) if with_mindspore else []))
+        if any(tag in c.name for tag in ("_grad_", "_depth_", "_hist_", "_layer_", "ms_"))
+    ]
+    with tempfile.TemporaryDirectory(prefix="tbh-grad-compare-") as scratch:
+        for case in selected:
+            case.write(Path(scratch) / case.name)
+        runs = read_logdir(scratch)
+    reports = {r["run"]: r for r in analyze_runs(runs)}
+    ours = {
+        name: {f["kind"] for f in r["findings"] if f["severity"] in ("warning", "critical")}
+        for name, r in reports.items()
+    }
+    naive = {run.name: naive_gradient_alarms(RunSignals.from_run(run)) for run in runs}
+    print(f"split {split}: {len(selected)} gradient runs, {sum(c.healthy for c in selected)} healthy")
+    print(f"{'kind':<22}{'tool':<18}{'prec':>7}{'recall':>8}{'F1':>7}")
+    for kind in ("exploding_gradients", "vanishing_gradients"):
+        for tool, found in (("tb-health", ours), ("fixed threshold", naive)):
+            tp = sum(kind in c.expected and kind in found.get(c.name, ()) for c in selected)
+            fp = sum(kind not in c.expected and kind in found.get(c.name, ()) for c in selected)
+            fn = sum(kind in c.expected and kind not in found.get(c.name, ()) for c in selected)
+            precision = tp / (tp + fp) if tp + fp else float("nan")
+            recall = tp / (tp + fn) if tp + fn else float("nan")
+            f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else float("nan")
+            print(f"{kind:<22}{tool:<18}{precision:>7.3f}{recall:>8.3f}{f1:>7.3f}")
+    for tool, found in (("tb-health", ours), ("fixed threshold", naive)):
+        healthy = [c for c in selected if c.healthy]
+        alarmed = sum(bool(found.get(c.name, set()) & set(NAIVE_THRESHOLDS)) for c in healthy)
+        print(f"healthy runs with a gradient alarm, {tool}: {alarmed}/{len(healthy)}")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "train":
         _train_all(json.loads(Path(argv[1]).read_text()), Path(argv[2]))
         return 0
-    print("usage: python -m bench.detection.cases_signals train SPECS.json OUTDIR", file=sys.stderr)
+    if argv and argv[0] == "compare":
+        for split in argv[1:] or ["dev", "holdout"]:
+            compare_gradients(split.removesuffix("+ms"), split.endswith("+ms"))
+        return 0
+    print(
+        "usage: python -m bench.detection.cases_signals train SPECS.json OUTDIR\n"
+        "       python -m bench.detection.cases_signals compare [dev|holdout|dev+ms|holdout+ms ...]",
+        file=sys.stderr,
+    )
     return 2
 
 
