@@ -16,7 +16,7 @@ from mindspore import dataset as ds  # noqa: E402
 from mindspore.train.callback import Callback  # noqa: E402
 
 from tests.test_hooks_support import accumulator, findings, regression_data, scalars, texts  # noqa: E402
-from trainer_hooks import HealthLogger, HealthMonitor, TrainOneStepWithHealth, grad_norm_stats  # noqa: E402
+from trainer_hooks import HealthLogger, HealthMonitor, TrainOneStepWithHealth, grad_norm_stats, lr_of_step  # noqa: E402
 from trainer_hooks.train_cell import HEALTH_GRAD_STATS, HEALTH_LOSS_SCALE, HEALTH_LR, HEALTH_OVERFLOW  # noqa: E402
 
 pytestmark = pytest.mark.mindspore
@@ -276,7 +276,8 @@ def test_custom_loop_with_value_and_grad(tmp_path, mode):
     x, y = regression_data(BATCH, seed=5)
     net = mlp()
     loss_net = nn.WithLossCell(net, nn.MSELoss())
-    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.05)
+    rates = [0.05, 0.04, 0.03, 0.02, 0.01, 0.005]
+    optimizer = nn.SGD(net.trainable_params(), learning_rate=rates)
     grad_fn = ms.value_and_grad(loss_net, None, optimizer.parameters)
 
     @ms.jit
@@ -291,16 +292,16 @@ def test_custom_loop_with_value_and_grad(tmp_path, mode):
         expected[step] = np.linalg.norm(reference_grads[0].asnumpy())
         if mode == "jit":
             loss, stats = jit_train_step(Tensor(x), Tensor(y))
-            health.log_step(step, loss, grad_stats=stats, lr=0.05)
+            health.log_step(step, loss, grad_stats=stats, lr=lr_of_step(optimizer, step))
         else:
             loss, grads = grad_fn(Tensor(x), Tensor(y))
             optimizer(grads)
-            health.log_step(step, loss, grads=grads, lr=0.05)
+            health.log_step(step, loss, grads=grads, lr=lr_of_step(optimizer, step))
     health.close()
     logged = scalars(tmp_path / "rank_0")
     first = optimizer.parameters[0].name
     assert logged[f"grad_norm/{first}"] == pytest.approx({s: expected[s] for s in (2, 4, 6)}, rel=1e-5)
-    assert logged["train/lr"] == pytest.approx({2: 0.05, 4: 0.05, 6: 0.05})
+    assert logged["train/lr"] == pytest.approx({2: 0.04, 4: 0.02, 6: 0.005})
     assert logged["train/loss"][6] < logged["train/loss"][2]
 
 

@@ -7,6 +7,7 @@ Public API (MindSpore is imported only when a MindSpore-specific name is first u
   computes gradient norms, the learning rate used and loss-scale state inside the step.
 - `HealthLogger(log_dir, ...)`: the core, for custom loops: `log_step(step, loss=..., grads=..., lr=...)`.
 - `grad_norm_stats(grads)`: `[global, per-parameter...]` norms, usable inside `ms.jit`.
+- `lr_of_step(optimizer, step)`: the learning rate step `step` (from 1) used, from the schedule.
 - `MindFormersHealthMonitor`: the MindFormers callback; `import trainer_hooks.mindformers_callback`
   registers it as `HealthMonitor` for YAML `callbacks:` entries.
 """
@@ -21,6 +22,7 @@ _LAZY = {
     "HealthMonitor": "trainer_hooks.monitor",
     "TrainOneStepWithHealth": "trainer_hooks.train_cell",
     "grad_norm_stats": "trainer_hooks.norms",
+    "lr_of_step": "trainer_hooks.lr",
     "MindFormersHealthMonitor": "trainer_hooks.mindformers_callback",
 }
 

@@ -11,7 +11,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from trainer_hooks import HealthLogger, grad_norm_stats
+from trainer_hooks import HealthLogger, grad_norm_stats, lr_of_step
 
 
 def main() -> None:
@@ -40,11 +40,11 @@ def main() -> None:
             y = x.sum(axis=1, keepdims=True)
             if args.jit:
                 loss, stats = jit_step(Tensor(x), Tensor(y))
-                health.log_step(step, loss, grad_stats=stats, lr=schedule[step - 1])
+                health.log_step(step, loss, grad_stats=stats, lr=lr_of_step(optimizer, step))
             else:
                 loss, grads = grad_fn(Tensor(x), Tensor(y))
                 optimizer(grads)
-                health.log_step(step, loss, grads=grads, lr=schedule[step - 1])
+                health.log_step(step, loss, grads=grads, lr=lr_of_step(optimizer, step))
             if health.should_stop:  # only with stop_on_critical=True
                 break
 
