@@ -288,6 +288,19 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard):
         header = tab.eval("w => w.document.querySelector('.runs-table thead').textContent")
         assert "运行" in header and "状态" in header
         tab.screenshot("overview-zh")
+        open_run(tab, "spiky")
+        texts = (
+            "w => [w.document.querySelector(`[data-chart='loss'] .card-title`).textContent,"
+            " w.document.querySelectorAll(`[data-chart='loss'] .u-legend .u-label`)[1].textContent,"
+            " w.document.querySelector('.run-header .badge').textContent,"
+            " w.document.querySelector('.run-header button').textContent]"
+        )
+        status = tab.eval("w => w.document.querySelector('.run-header .badge').className.match(/status-(\\w+)/)[1]")
+        zh_status = {"critical": "严重", "warning": "警告", "healthy": "健康"}[status]
+        assert tab.eval(texts) == ["损失", "均值", zh_status, "重置缩放"]
+        tab.screenshot("run-view-zh")
+        tab.frame.locator("button.lang[data-lang='en']").click()
+        assert tab.eval(texts) == ["Loss", "mean", status, "Reset zoom"]
 
 
 def test_tensorboard_reload_button_refreshes_the_tab(tensorboard, page):

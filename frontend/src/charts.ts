@@ -120,6 +120,14 @@ export class EnvelopeChart implements GroupMember {
     this.plot?.setScale('x', {min: range.start, max: range.end});
   }
 
+  /** Legend labels in the current language. */
+  relabel(): void {
+    const labels = [t('step'), t('mean'), t('min'), t('max')];
+    this.plot?.root.querySelectorAll('.u-legend .u-series .u-label').forEach((node, i) => {
+      if (labels[i]) node.textContent = labels[i];
+    });
+  }
+
   redraw(): void {
     this.plot?.redraw(false, false);
   }

@@ -57,6 +57,7 @@ export class RunView {
   private findings: Finding[] = [];
   private activeKey: string | null = null;
   private shownVersion = '';
+  private summary: RunSummary | null = null;
   private loading: AbortController | null = null;
 
   constructor() {
@@ -202,6 +203,8 @@ export class RunView {
   }
 
   private renderHeader(summary: RunSummary): void {
+    this.summary = summary;
+    bindText(this.resetButton, 'resetZoom'); // it may have been detached while the language changed
     const signals = Object.keys(summary.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role)}));
     this.header.replaceChildren(
       el('h2', {class: 'run-title', text: summary.run, title: summary.run}),
@@ -226,6 +229,9 @@ export class RunView {
   }
 
   relabel(): void {
+    if (!this.run) return;
     this.renderFindingsList();
+    if (this.summary) this.renderHeader(this.summary);
+    for (const chart of this.charts) chart.relabel();
   }
 }
