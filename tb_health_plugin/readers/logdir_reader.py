@@ -30,7 +30,7 @@ from tb_health_plugin.series import Backtrack, RunData
 
 logger = logging.getLogger(__name__)
 
-READ_CHUNK_BYTES = 16 << 20  # bytes read and decoded at a time
+READ_CHUNK_BYTES = 2 << 20  # bytes read and decoded at a time: the vectorised decoding needs a few times this as scratch
 _versions = itertools.count(1)
 
 
