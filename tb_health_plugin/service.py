@@ -113,7 +113,12 @@ class HealthService:
         out: dict[str, dict[str, Any] | None] = {}
         for unit, members in self._units(names).items():
             lock = self._unit_lock(unit)
-            if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            with self._lock:
+                analysed_before = all(name in self._reports for name in members)
+            # Only a unit never analysed is analysed here, and only within the budget: the others
+            # keep their last report until the background refresher has a new one.
+            remaining = deadline - time.monotonic()
+            if not analysed_before and remaining > 0 and lock.acquire(timeout=remaining):
                 lock.release()
                 try:
                     out.update(self._unit_reports(members))
