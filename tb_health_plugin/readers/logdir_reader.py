@@ -216,6 +216,9 @@ class LogdirReader:
                 size = -1
             if run.failed_files.get(event_file.path) == size:
                 continue  # failed before and has not changed since: counted once
+            known = run.files.get(event_file.path)
+            if known is not None and size == known.offset:
+                continue  # nothing appended: no need to open it
             try:
                 changed = run.read_new_bytes(event_file) or changed
                 run.failed_files.pop(event_file.path, None)
