@@ -30,8 +30,8 @@ def chromium_path() -> str | None:
 
 
 @contextlib.contextmanager
-def browser_page(locale: str = "en-US", width: int = 1500, height: int = 950) -> Iterator:
-    """A fresh page in a fresh headless Chromium; the browser always closes."""
+def chromium() -> Iterator:
+    """A headless Chromium (Playwright `Browser`); it always closes."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium_path()
@@ -40,11 +40,26 @@ def browser_page(locale: str = "en-US", width: int = 1500, height: int = 950) ->
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(locale=locale, viewport={"width": width, "height": height})
-            page = context.new_page()
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def new_page(browser, locale: str = "en-US", width: int = 1500, height: int = 950) -> Iterator:
+    """A page in a fresh browser context (own storage, language and viewport)."""
+    context = browser.new_context(locale=locale, viewport={"width": width, "height": height})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@contextlib.contextmanager
+def browser_page(locale: str = "en-US", width: int = 1500, height: int = 950) -> Iterator:
+    """A fresh page in a fresh headless Chromium; the browser always closes."""
+    with chromium() as browser, new_page(browser, locale, width, height) as page:
+        yield page
 
 
 class HealthTab:

@@ -14,7 +14,7 @@ from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from tests.browser import HealthTab, browser_page, chromium_path
+from tests.browser import HealthTab, chromium, chromium_path, new_page
 from tests.eventlogs import WALL_TIME_START, write_scalars
 from tests.tensorboard_server import get_json, running_tensorboard
 
@@ -81,9 +81,15 @@ def tensorboard(logdir):
         yield base
 
 
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as browser:
+        yield browser
+
+
 @pytest.fixture()
-def page():
-    with browser_page() as page:
+def page(browser):
+    with new_page(browser) as page:
         dialogs: list[str] = []
         errors: list[str] = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -273,8 +279,8 @@ def test_compare_shows_runs_side_by_side_and_marks_the_best(tensorboard, page):
     tab.screenshot("compare")
 
 
-def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard):
-    with browser_page(locale="zh-CN") as page:
+def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, browser):
+    with new_page(browser, locale="zh-CN") as page:
         tab = HealthTab(page, tensorboard).open()
         overview_runs(tab)
         assert tab.eval("w => w.document.querySelector('.brand').textContent") == "训练健康"

@@ -20,6 +20,7 @@ interface ChartPlan {
   height?: number;
   wide?: boolean;
   markers?: boolean;
+  optional?: boolean; // no "not logged" row when absent
 }
 
 const CHARTS: ChartPlan[] = [
@@ -28,6 +29,7 @@ const CHARTS: ChartPlan[] = [
   {id: 'grad_norm', titleKey: 'chartGradNorm', roles: ['grad_norm'], color: '#a142f4', log: true, markers: true},
   {id: 'loss_scale', titleKey: 'chartLossScale', roles: ['loss_scale'], color: '#e37400', log: true},
   {id: 'throughput', titleKey: 'chartThroughput', roles: ['throughput', 'step_time_ms', 'step_time_s'], color: '#12858a'},
+  {id: 'eval_loss', titleKey: 'chartEvalLoss', roles: ['eval_loss'], color: '#c5221f', markers: true, optional: true},
 ];
 
 /** A zoom window around a finding: its span plus context on both sides. */
@@ -169,6 +171,7 @@ export class RunView {
       const role = plan.roles.find((r) => signals[r]);
       const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? 'chartStepTime' : plan.titleKey;
       const tag = role ? signals[role] : '';
+      if (!tag && plan.optional) continue;
       if (!tag) {
         const placeholder = chartCard(plan.id, titleKey, '—', plan.wide);
         placeholder.setState('empty', 'notLogged');
