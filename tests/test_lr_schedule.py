@@ -100,3 +100,11 @@ def test_the_check_uses_the_readers_backtracks_and_reports_an_actionable_finding
     reset = alarms[0]
     assert reset.kind == "lr_schedule" and reset.tag == "learning-rate"
     assert "after the resume" in reset.message and "scheduler state" in reset.message
+
+
+def test_a_flat_rate_that_suddenly_leaps_is_a_jump_not_a_warmup():
+    lr = np.where(STEPS < 600, 1e-3, 4e-2)
+    problems = analyse_lr(STEPS, lr).problems
+    assert [(p.what, p.index) for p in problems] == [("jump", 600)]
+    coarse_warmup = np.r_[1e-7, np.full(N - 1, 1e-3)]  # a short warm-up logged coarsely
+    assert analyse_lr(STEPS, coarse_warmup).problems == []

@@ -8,7 +8,8 @@ Two families:
     at least 4x), label: the first logged step;
   - exploding gradients: deep ReLU stacks without normalisation whose learning rate jumps to a
     value too high for them at a known step, label: the first step trained at that rate (plus the
-    loss kinds the run really shows: `nonfinite` at its first NaN loss, `divergence` at the jump);
+    loss kinds the run really shows: `nonfinite` at its first NaN loss, `divergence` at the jump,
+    and `lr_schedule` for the leap of the logged rate itself);
   - benign traps: healthy ReLU stacks (layers with naturally different norms), shallow sigmoid
     nets, and unnormalised inputs whose gradient norms start 100-1000x above where they settle.
   MindSpore is imported only in a subprocess (`python -m bench.detection.cases_signals train`),
@@ -228,6 +229,8 @@ def ms_labels(spec: dict, series: dict) -> dict[str, list[int]]:
     if bad.any():
         labels["nonfinite"] = [int(steps[np.argmax(bad)])]
     labels["divergence"] = labels["exploding_gradients"]
+    # the logged rate leaps 30-50x in one step after sitting still: a schedule fault in itself
+    labels["lr_schedule"] = [int(steps[np.searchsorted(steps, spec["jump"])])]
     return labels
 
 

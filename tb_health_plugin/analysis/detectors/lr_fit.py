@@ -9,7 +9,9 @@ model-free and exact on the logged values, which carry no noise:
   *reset*: the scheduler restarted, typically because a resume restored the weights but not the
   scheduler state; it is tied to the resume when the logs show one at that step. Any other rise
   is a *jump*. Two or more evenly spaced restarts without a resume are a cyclic schedule
-  (SGDR) and are only described.
+  (SGDR) and are only described. Inside the initial rise, a `FLAT_JUMP_FACTOR` (2x) leap in one
+  logged step after the rate sat still for `FLAT_MIN_SHARE` of the run is a jump too: warm-ups
+  ramp, they do not wait and then leap.
 * zero too early: the rate is `ZERO_SHARE_OF_PEAK` of its peak or less for
   `ZERO_MIN_SHARE` of the post-warm-up points before the last `TAIL_SHARE` of the run: those steps
   cost compute and train nothing (critical).
@@ -42,6 +44,10 @@ FLOOR_BAND = 0.01  # within 1% of the decay range above the floor counts as "at 
 MIN_DECAY_RATIO = 1.5  # peak / floor; below it the rate is effectively constant
 MIN_POINTS = 5
 MAX_STEP_LEVELS = 8
+MAX_FIT_POINTS = 2000
+MAX_RISES = 50  # more rises than this after warm-up: the schedule is cyclical by design
+FLAT_JUMP_FACTOR = 2.0
+FLAT_MIN_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -71,21 +77,26 @@ def warmup_end(lr: np.ndarray) -> int:
 
 
 def _rises(lr: np.ndarray, start: int) -> list[tuple[int, int, float]]:
-    """(first index, last index, low before it) of each rise above the running low after `start`."""
+    """(first index, last index, low before it) of each rise above the running low after `start`.
+
+    The low restarts at the top of each rise, so a decay after a restart is measured from there.
+    """
     rises = []
-    low = lr[start]
     i = start + 1
-    while i < lr.size:
-        if lr[i] > low * (1 + RISE_TOLERANCE) and lr[i] - low > 1e-12:
-            j = i
-            while j + 1 < lr.size and lr[j + 1] >= lr[j] * (1 - 1e-6):
-                j += 1
-            rises.append((i, j, float(low)))
-            low = lr[j]
-            i = j + 1
-            continue
-        low = min(low, lr[i])
-        i += 1
+    low = lr[start]
+    while i < lr.size and len(rises) <= MAX_RISES:
+        tail = lr[i:]
+        running_low = np.minimum.accumulate(np.concatenate(([low], tail)))[:-1]
+        above = (tail > running_low * (1 + RISE_TOLERANCE)) & (tail - running_low > 1e-12)
+        if not above.any():
+            break
+        first = i + int(np.argmax(above))
+        low = float(running_low[first - i])
+        falling = np.flatnonzero(lr[first + 1 :] < lr[first:-1] * (1 - 1e-6))
+        last = first + int(falling[0]) if falling.size else lr.size - 1
+        rises.append((first, last, low))
+        low = lr[last]
+        i = last + 1
     return rises
 
 
@@ -114,6 +125,9 @@ def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps=()) -> LrAnalysis
         )
     warm = warmup_end(lr)
     problems: list[LrProblem] = []
+    flat_jump = _jump_after_flat(lr, warm)
+    if flat_jump is not None:
+        problems.append(flat_jump)
     rises = _rises(lr, warm)
     warm_peak = float(lr[warm])
     restarts = [
@@ -122,7 +136,8 @@ def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps=()) -> LrAnalysis
         if abs(lr[r[1]] - warm_peak) <= (1 - RESET_PEAK_SHARE) * warm_peak
         or (warm > 0 and r[2] <= lr[0] * 1.5)
     ]
-    cyclic = (
+    many = len(rises) > MAX_RISES  # a cyclical schedule (triangular CLR, short SGDR cycles)
+    cyclic = many or (
         len(restarts) >= 2
         and not any(_near_resume(steps, r[0], resumes) for r in restarts)
         and _even([warm] + [r[0] for r in restarts])
@@ -155,6 +170,30 @@ def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps=()) -> LrAnalysis
         if early is not None:
             problems.append(early)
     return LrAnalysis(shape, warm, peak, floor, problems)
+
+
+def _jump_after_flat(lr: np.ndarray, warm: int) -> LrProblem | None:
+    """A rise of `FLAT_JUMP_FACTOR` or more in one logged step after the rate sat still for
+    `FLAT_MIN_SHARE` of the run: a warm-up ramps, it does not wait and then leap."""
+    min_flat = max(3, int(np.ceil(FLAT_MIN_SHARE * lr.size)))
+    head = lr[: warm + 1]
+    leaps = np.flatnonzero((head[1:] >= FLAT_JUMP_FACTOR * head[:-1]) & (np.diff(head) >= 0.1 * lr[warm])) + 1
+    for j in leaps[leaps >= min_flat]:
+        before = lr[j - min_flat : j]
+        if np.ptp(before) <= 1e-6 * abs(before[-1]):
+            return LrProblem(
+                "jump",
+                "warning",
+                j,
+                j,
+                {
+                    "lr_before": float(lr[j - 1]),
+                    "lr_after": float(lr[j]),
+                    "warmup_peak_lr": float(lr[warm]),
+                    "after_resume": False,
+                },
+            )
+    return None
 
 
 def _even(starts: list[int]) -> bool:
@@ -217,6 +256,8 @@ def fit_shape(decay: np.ndarray) -> str:
     """Name of the decay shape of the non-increasing part that follows warm-up."""
     if decay.size < 3:
         return "constant"
+    if decay.size > MAX_FIT_POINTS:  # the shape does not need every point
+        decay = decay[np.linspace(0, decay.size - 1, MAX_FIT_POINTS).astype(np.int64)]
     peak, floor = float(decay[0]), float(decay.min())
     if peak <= 0 or floor / peak > 1 / MIN_DECAY_RATIO and np.ptp(decay) <= 0.01 * peak:
         return "constant"
