@@ -79,6 +79,7 @@ function compareBy(key: SortKey, descending: boolean) {
 export class Overview {
   readonly root: HTMLElement;
   private runs: RunSummary[] = [];
+  private loaded = false;
   private readonly tbody = el('tbody');
   private readonly statusSelect = el('select', {class: 'input', attrs: {'aria-label': 'status'}});
   private readonly kindSelect = el('select', {class: 'input', attrs: {'aria-label': 'kind'}});
@@ -144,6 +145,7 @@ export class Overview {
 
   update(runs: RunSummary[]): void {
     this.runs = runs;
+    this.loaded = true;
     const known = new Set(runs.map((r) => r.run));
     for (const run of [...this.state.compare]) if (!known.has(run)) this.state.compare.delete(run);
     this.renderKindOptions();
@@ -216,7 +218,8 @@ export class Overview {
     const n = this.state.compare.size;
     bindText(this.compareButton, 'compareSelected', {n});
     this.compareButton.disabled = n < 2;
-    if (!this.runs.length) bindText(this.message, 'noRuns');
+    if (!this.loaded) bindText(this.message, 'loading');
+    else if (!this.runs.length) bindText(this.message, 'noRuns');
     else if (!rows.length) bindText(this.message, 'noMatch');
     else {
       delete this.message.dataset.i18n;
