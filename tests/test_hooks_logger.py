@@ -269,3 +269,26 @@ def test_weight_and_histogram_frequencies_are_independent(tmp_path, weight_freq,
     assert logged.get("update_ratio/w", {}) == {s: pytest.approx(1.0) for s in weight_steps if s > 1}
     histograms = accumulator(tmp_path / "rank_0").Histograms("weight/w")
     assert [h.step for h in histograms] == list(range(histogram_freq, 13, histogram_freq))
+
+
+def test_a_slow_online_analysis_is_spaced_out_to_stay_off_the_training_path(tmp_path):
+    import time
+
+    starts = []
+
+    def slow_analyze(run):
+        starts.append(time.monotonic())
+        time.sleep(0.05)
+        return {"findings": []}
+
+    health = HealthLogger(tmp_path, collect_freq=1, analyze_every=1, analyze=slow_analyze, rank=0)
+    began, step = time.monotonic(), 0
+    while time.monotonic() - began < 1.0:  # hundreds of collections, one per millisecond or so
+        step += 1
+        health.log_step(step, 1.0)
+        time.sleep(0.001)
+    background_runs = len(starts)
+    health.close()
+    assert 1 <= background_runs <= 3  # each 50 ms analysis waits 450 ms before the next
+    gaps = np.diff(starts[:background_runs])
+    assert (gaps >= 0.45).all()

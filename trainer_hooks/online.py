@@ -2,7 +2,9 @@
 
 The hooks record every scalar they write into an in-memory `RunData`; every few collections a
 single background thread runs `tb_health_plugin.analysis.engine.analyze_run` on a snapshot, so
-the training thread only pays for appending to lists. Findings not seen before are handed to
+the training thread only pays for appending to lists. The analysis grows with the run; to keep
+it from competing with training for the interpreter, the thread is kept busy at most
+`MAX_BUSY_FRACTION` of the wall time (a slow analysis delays the next one). Findings not seen before are handed to
 `on_new_findings` (the logger writes them as `health/findings` text and prints them).
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +25,7 @@ logger = logging.getLogger(__name__)
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 Analyze = Callable[[Any], dict]  # RunData -> the contract's run report
 FINAL_ANALYSIS_TIMEOUT_S = 60.0
+MAX_BUSY_FRACTION = 0.1  # of wall time the background analysis may use
 
 
 def default_analyze() -> Analyze:
@@ -54,6 +58,7 @@ class OnlineAnalyzer:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._disabled = False
+        self._next_start = 0.0  # time.monotonic() before which no new analysis starts
 
     def record_scalar(self, tag: str, step: int, value: float, wall_time: float) -> None:
         with self._lock:
@@ -69,6 +74,8 @@ class OnlineAnalyzer:
             return
         if self._pending is not None and not self._pending.done():
             return  # the previous analysis is still running: skip rather than queue up
+        if time.monotonic() < self._next_start:
+            return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-health-online")
         self._pending = self._executor.submit(self.analyze_now)
@@ -81,6 +88,7 @@ class OnlineAnalyzer:
     def _analyze_locked(self) -> list[dict]:
         if self._disabled:
             return []
+        started = time.monotonic()
         try:
             if self._analyze is None:
                 self._analyze = default_analyze()
@@ -89,6 +97,9 @@ class OnlineAnalyzer:
             self._disabled = True
             logger.warning("tb-health: online analysis disabled after an error: %s: %s", type(error).__name__, error)
             return []
+        finally:
+            took = time.monotonic() - started
+            self._next_start = started + took / MAX_BUSY_FRACTION
         new = []
         for finding in report.get("findings", []):
             key = (str(finding.get("kind")), str(finding.get("tag")), int(finding.get("step", 0)))
