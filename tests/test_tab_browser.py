@@ -137,8 +137,13 @@ def test_run_names_are_text_never_html(tensorboard, page):
     assert link_text == XSS_RUN
     open_run(tab, XSS_RUN)
     assert tab.eval("w => w.document.querySelector('.run-title').textContent") == XSS_RUN
+    assert XSS_RUN in tab.eval("w => [...w.document.querySelectorAll('.run-menu option')].map(o => o.textContent)")
     time.sleep(0.5)
     assert tab.eval("w => w.document.querySelectorAll('img').length") == 0
+    # the header's run menu switches runs without going back to the overview
+    tab.frame.locator("select.run-menu").select_option("exp/rank_1")
+    tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'exp/rank_1'")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`)?.dataset.state === 'ready'")
     assert page.dialogs == []
     assert page.errors == []
 

@@ -19,7 +19,7 @@ export class App {
   private runs: RunSummary[] = [];
   private lastRefresh: number | null = null;
   private readonly overview: Overview;
-  private readonly runView = new RunView();
+  private readonly runView = new RunView((run) => this.openRun(run));
   private readonly compare: CompareView;
   private readonly tabs = new Map<View, HTMLButtonElement>();
   private readonly refreshState = el('span', {class: 'refresh-state muted'});
@@ -84,6 +84,7 @@ export class App {
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
       this.overview.update(this.runs);
+      this.runView.setRunNames(this.runs.map((r) => r.run));
       await this.showActiveView();
     } catch (error) {
       this.errorBanner.hidden = false;

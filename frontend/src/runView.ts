@@ -62,7 +62,10 @@ export class RunView {
   private summary: RunSummary | null = null;
   private loading: AbortController | null = null;
 
-  constructor() {
+  private allRuns: string[] = [];
+
+  /** `switchRun` opens another run from the header's run menu. */
+  constructor(private readonly switchRun: (run: string) => void = () => undefined) {
     this.resetButton = bindText(
       el('button', {class: 'btn', attrs: {type: 'button', disabled: ''}, on: {click: () => this.group?.zoomTo(null)}}),
       'resetZoom',
@@ -74,6 +77,11 @@ export class RunView {
         el('div', {class: 'charts-pane'}, [this.grid]),
       ]),
     ]);
+  }
+
+  /** Every run's name, for the header's run menu. */
+  setRunNames(runs: string[]): void {
+    this.allRuns = runs;
   }
 
   currentRun(): string | null {
@@ -209,8 +217,15 @@ export class RunView {
     this.summary = summary;
     bindText(this.resetButton, 'resetZoom'); // it may have been detached while the language changed
     const signals = Object.keys(summary.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role)}));
+    const menu = el('select', {class: 'input run-menu', title: t('run'), attrs: {'aria-label': t('run')}});
+    for (const run of this.allRuns.includes(summary.run) ? this.allRuns : [summary.run, ...this.allRuns]) {
+      menu.append(el('option', {text: run, attrs: {value: run}}));
+    }
+    menu.value = summary.run;
+    menu.addEventListener('change', () => this.switchRun(menu.value));
     this.header.replaceChildren(
       el('h2', {class: 'run-title', text: summary.run, title: summary.run}),
+      menu,
       el('span', {class: `badge status-${summary.status}`, text: label('status', summary.status)}),
       el('span', {class: 'muted', text: summary.steps ? t('steps', {from: formatStep(summary.steps.first), to: formatStep(summary.steps.last)}) : t('noData')}),
       el('span', {class: 'chips'}, signals),
