@@ -78,6 +78,12 @@ def _aligned_loss(signals: RunSignals, steps: np.ndarray) -> np.ndarray | None:
     return np.where(matched, signals.loss.values[position], np.nan)
 
 
+def _example_param(per_param, depth: int) -> str:
+    """A parameter of that layer to name in the finding, a weight matrix rather than a bias."""
+    names = sorted(p for p in per_param if layer_index(p) == depth)
+    return next((p for p in names if "weight" in p), names[0] if names else "")
+
+
 def _finding(event: GradientEvent, steps: np.ndarray, tag: str, message: str, advice: str) -> Finding:
     evidence = dict(event.evidence)
     evidence["advice"] = advice
@@ -138,7 +144,7 @@ def layer_depth_check(signals: RunSignals) -> list[Finding]:
     ratio = event.evidence["early_to_late_ratio"]
     event.evidence["early_layer_ids"] = depths[:third]
     event.evidence["late_layer_ids"] = depths[-third:]
-    example = next((p for p in sorted(per_param) if layer_index(p) == depths[0]), "")
+    example = _example_param(per_param, depths[0])
     tags = signals.roles.per_parameter.get("param_grad_norm", {}) if signals.param_grad_norms else {}
     if not tags:
         tags = signals.roles.histograms.get("grad_histogram", {})
@@ -180,7 +186,7 @@ def per_layer_check(signals: RunSignals) -> list[Finding]:
         found.sort(key=lambda item: item[1].index)
         depth, event = found[0]
         layers = sorted(d for d, _ in found)
-        example = next(p for p in sorted(per_param) if layer_index(p) == depth)
+        example = _example_param(per_param, depth)
         tags = signals.roles.per_parameter.get("param_grad_norm", {}) or signals.roles.histograms.get(
             "grad_histogram", {}
         )

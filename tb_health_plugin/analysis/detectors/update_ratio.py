@@ -9,7 +9,7 @@
     too high for that parameter.
   - stopped: r at or below `FROZEN_UPDATE_RATIO` (1e-8, under the float32 relative resolution of
     6e-8, so the stored weight no longer changes) for `sustained_length(n, 0.1)` points, after
-    it had been above it. Not reported while the learning rate is under `LR_IDLE_SHARE` of its
+    it had clearly been moving (median ratio before >= `MOVING_UPDATE_RATIO`). Not reported while the learning rate is under `LR_IDLE_SHARE` of its
     peak (the end of a decay to zero is planned) -- the LR check owns that case.
 * Without update ratios, a weight norm repeating exactly (relative change <= `FROZEN_NORM_CHANGE`)
   over the same number of consecutive logged points is taken as a stopped weight.
@@ -42,6 +42,7 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
 
 LARGE_UPDATE_RATIO = 0.1
 FROZEN_UPDATE_RATIO = 1e-8
+MOVING_UPDATE_RATIO = 1e-6  # "had been changing": a median ratio 100x above the frozen level
 FROZEN_NORM_CHANGE = 1e-12
 LR_IDLE_SHARE = 0.01
 DRIFT_DECADES = 1.0
@@ -110,7 +111,10 @@ def _stopped(still, moving, lr_share, extra) -> WeightEvent | None:
     start, stop = run[0] + first_move, run[1] + first_move
     evidence = {"stopped_points": stop - start}
     if "update_ratio" in extra:
-        evidence["update_ratio_before"] = float(np.nanmedian(extra["update_ratio"][first_move:start]))
+        before = float(np.nanmedian(extra["update_ratio"][first_move:start]))
+        if not before >= MOVING_UPDATE_RATIO:  # it never clearly moved (e.g. behind vanishing gradients)
+            return None
+        evidence["update_ratio_before"] = before
     return WeightEvent("stopped", start, stop - 1, evidence)
 
 
