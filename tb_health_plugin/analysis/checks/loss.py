@@ -81,20 +81,33 @@ def check_spikes(signals: RunSignals) -> list[Finding]:
 def check_loss_curve(signals: RunSignals) -> list[Finding]:
     """Spikes, divergence and stalls of the training loss, reconciled.
 
-    Once the loss diverges, later excursions are part of the divergence, not spikes, and a run
-    that diverged is not "stalled".
+    Once the loss diverges for good, later excursions are part of the divergence, not spikes,
+    and a run that diverged is not "stalled".
     """
     schedule = schedule_for(signals)
     if schedule is None:
         return []
     loss = signals.loss
-    divergence = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule)
-    spikes = check_spikes(signals)
+    found = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+    divergence = [f for f in found if f.kind == "divergence"]
+    spikes = _merge_spikes([f for f in found if f.kind == "loss_spike"], check_spikes(signals), loss.steps)
     if divergence:
-        onset = min(f.step for f in divergence)
-        spikes = [f for f in spikes if f.step < onset]
+        if any(f.severity == "critical" for f in divergence):  # later jumps belong to the blow-up
+            onset = min(f.step for f in divergence)
+            spikes = [f for f in spikes if f.step < onset]
         return divergence + spikes
     return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+
+
+def _merge_spikes(long_spikes: list[Finding], spikes: list[Finding], steps: np.ndarray) -> list[Finding]:
+    """Long spikes win over short ones found inside them (the same jump seen twice)."""
+    interval = float(np.median(np.diff(steps))) if steps.size > 1 else 1.0
+    margin = SAME_SPIKE_INTERVALS * interval
+    kept = [
+        f for f in spikes
+        if not any(g.step - margin <= f.step <= (g.end_step or g.step) + margin for g in long_spikes)
+    ]
+    return long_spikes + kept
 
 
 def check_overfitting(signals: RunSignals) -> list[Finding]:

@@ -21,6 +21,10 @@ Method (excess over the running best, on the log of the loss):
    the raw log-loss: the first point after the last one within 2 sigma of B before the
    excursion, so the reported step is where the rise began, not where it became undeniable.
    An excursion still open at the end is critical; one the run recovered from is a warning.
+5. A recovered excursion that started with a jump (its first point already above the
+   threshold, or its peak within `SUDDEN_POINTS` of its onset) is not a divergence but a
+   long-lived loss spike (a bad batch that damaged the weights for a while), reported as
+   `loss_spike`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ MIN_RISE = float(np.log(1.2))
 ONSET_Z = 2.0
 MAX_SPIKE_POINTS = 8
 MIN_POINTS = 8
+SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onset is a jump
 
 
 def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -63,7 +68,8 @@ def loss_divergence(
         last_finite = np.flatnonzero(finite)
         nonfinite_tail_start = int(last_finite[-1]) + 1 if last_finite.size else 0
     f_steps, f_values = steps[finite], values[finite]
-    rise, rise_open = _finite_divergence(f_steps, f_values, tag, schedule, what)
+    rise, rise_open, long_spikes = _finite_divergence(f_steps, f_values, tag, schedule, what)
+    findings.extend(long_spikes)
     if nonfinite_tail_start is not None:
         nan_step = int(steps[nonfinite_tail_start])
         onset = rise.step if rise is not None and rise_open else nan_step
@@ -92,11 +98,12 @@ def loss_divergence(
 
 def _finite_divergence(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str
-) -> tuple[Finding | None, bool]:
-    """The first sustained excursion above the running best, and whether it is open at the end."""
+) -> tuple[Finding | None, bool, list[Finding]]:
+    """The divergence (an excursion open at the end wins over a recovered one), whether it is
+    open at the end, and the long spikes: sudden excursions that recovered."""
     n = steps.size
     if n < MIN_POINTS:
-        return None, False
+        return None, False, []
     y = log_loss(values)
     settled_from = int(np.searchsorted(steps, schedule.warmup_end_step))
     settled_from = min(settled_from, n - 1)
@@ -107,50 +114,90 @@ def _finite_divergence(
     above[settled_from:] = excess[settled_from:] > threshold
     labels, count = ndimage.label(above)
     if count == 0:
-        return None, False
+        return None, False, []
+    divergence: Finding | None = None
+    divergence_open = False
+    long_spikes: list[Finding] = []
     for where in ndimage.find_objects(labels):
         start, stop = where[0].start, where[0].stop
         open_at_end = stop >= n
         if not open_at_end and stop - start <= MAX_SPIKE_POINTS:
-            continue
+            continue  # short: the spike detector's business
         onset = _onset(y, best, sigma, start, settled_from)
-        best_level = best[start]
         peak = start + int(np.argmax(y[start:stop]))
-        ratio = float(np.exp(y[peak] - best_level))
-        last_healthy = int(steps[onset - 1]) if onset > 0 else None
-        severity = "critical" if open_at_end else "warning"
-        status = "and has not recovered by the end of the run" if open_at_end else (
-            f"before recovering at step {int(steps[stop - 1])}"
+        jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold
+        if not open_at_end and (peak - onset < SUDDEN_POINTS or jumped):
+            long_spikes.append(_long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma))
+            continue
+        if divergence is not None and (divergence_open or not open_at_end):
+            continue
+        divergence = _divergence_finding(
+            steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
         )
-        advice = (
-            f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate "
-            "or tighter gradient clipping" if last_healthy is not None else "lower the learning rate"
-        )
-        finding = Finding(
-            kind="divergence",
-            severity=severity,
-            step=int(steps[onset]),
-            end_step=None if open_at_end else int(steps[stop - 1]),
-            tag=tag,
-            message=(
-                f"The {what} rises {ratio:.3g}x above its best level from step {int(steps[onset])} "
-                f"{status}; {advice}."
-            ),
-            evidence={
-                "best_loss": _level(values, y, best_level),
-                "peak_loss": float(values[peak]),
-                "peak_step": int(steps[peak]),
-                "ratio_to_best": ratio,
-                "excess_log": float(excess[peak]),
-                "threshold_log": float(threshold),
-                "noise_sigma_log": float(sigma),
-                "excess_z": float(excess[peak] / sigma),
-                "detected_at_step": int(steps[start]),
-                "last_healthy_step": last_healthy,
-            },
-        )
-        return finding, open_at_end
-    return None, False
+        divergence_open = open_at_end
+    return divergence, divergence_open, long_spikes
+
+
+def _divergence_finding(
+    steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
+) -> Finding:
+    best_level = best[start]
+    ratio = float(np.exp(y[peak] - best_level))
+    last_healthy = int(steps[onset - 1]) if onset > 0 else None
+    status = "and has not recovered by the end of the run" if open_at_end else (
+        f"before recovering at step {int(steps[stop - 1])}"
+    )
+    advice = (
+        f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate "
+        "or tighter gradient clipping" if last_healthy is not None else "lower the learning rate"
+    )
+    return Finding(
+        kind="divergence",
+        severity="critical" if open_at_end else "warning",
+        step=int(steps[onset]),
+        end_step=None if open_at_end else int(steps[stop - 1]),
+        tag=tag,
+        message=f"The {what} rises {ratio:.3g}x above its best level from step {int(steps[onset])} {status}; {advice}.",
+        evidence={
+            "best_loss": _level(values, y, best_level),
+            "peak_loss": float(values[peak]),
+            "peak_step": int(steps[peak]),
+            "ratio_to_best": ratio,
+            "excess_log": float(excess[peak]),
+            "threshold_log": float(threshold),
+            "noise_sigma_log": float(sigma),
+            "excess_z": float(excess[peak] / sigma),
+            "detected_at_step": int(steps[start]),
+            "last_healthy_step": last_healthy,
+        },
+    )
+
+
+def _long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma) -> Finding:
+    """A sudden jump that took longer than a spike window to recover (a damaging bad batch)."""
+    ratio = float(np.exp(y[peak] - best[peak]))
+    last_healthy = int(steps[onset - 1]) if onset > 0 else None
+    return Finding(
+        kind="loss_spike",
+        severity="warning",
+        step=int(steps[onset]),
+        end_step=int(steps[stop - 1]),
+        tag=tag,
+        message=(
+            f"The {what} jumps {ratio:.3g}x above its best level at step {int(steps[onset])} and takes "
+            f"until step {int(steps[stop - 1])} to recover"
+            + (f"; the last healthy step is {last_healthy}: inspect the batches just after it and "
+               f"restart from a checkpoint at or before it if this recurs." if last_healthy is not None else ".")
+        ),
+        evidence={
+            "peak_step": int(steps[peak]),
+            "peak_value": float(values[peak]),
+            "ratio_to_best": ratio,
+            "excess_z": float((y[peak] - best[peak]) / sigma),
+            "width_points": int(stop - onset),
+            "last_healthy_step": last_healthy,
+        },
+    )
 
 
 def _onset(y: np.ndarray, best: np.ndarray, sigma: float, start: int, settled_from: int) -> int:
