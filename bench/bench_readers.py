@@ -106,6 +106,35 @@ def timed(function, *args):
     return time.perf_counter() - start, result
 
 
+def cpu_timed(function, *args):
+    """(wall seconds, CPU seconds of this process, result): CPU time suffers less from a busy machine."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = function(*args)
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def compare(title: str, paths: list[str], logdir: Path, repeats: int, details: str) -> None:
+    """Both readers on the same files, alternating; medians of wall and CPU time."""
+    walls: dict[str, list[float]] = {"tb": [], "ours": []}
+    cpus: dict[str, list[float]] = {"tb": [], "ours": []}
+    events = 0
+    for _ in range(repeats):
+        wall, cpu, events = cpu_timed(tensorboard_read, paths)
+        walls["tb"].append(wall)
+        cpus["tb"].append(cpu)
+        wall, cpu, _ = cpu_timed(ours_read, logdir)
+        walls["ours"].append(wall)
+        cpus["ours"].append(cpu)
+    wall = {name: statistics.median(times) for name, times in walls.items()}
+    cpu = {name: statistics.median(times) for name, times in cpus.items()}
+    print(f"\n{title}: {events} events {details} (median of {repeats})")
+    for name, label in (("tb", "TensorBoard EventFileLoader"), ("ours", "tb_health readers")):
+        print(f"  {label:28s}: wall {wall[name]:7.3f} s {events / wall[name]:>10,.0f} events/s | "
+              f"CPU {cpu[name]:7.3f} s {events / cpu[name]:>10,.0f} events/s")
+    print(f"  {'ratio':28s}: wall {wall['tb'] / wall['ours']:6.1f}x                      | "
+          f"CPU {cpu['tb'] / cpu['ours']:6.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scalar-events", type=int, default=300_000, help="scalar events over 3 runs")
@@ -124,25 +153,10 @@ def main() -> None:
         paths = sorted(glob.glob(str(logdir / "**" / "*tfevents*"), recursive=True))
         size_mb = sum(os.path.getsize(p) for p in paths) / 1e6
 
-        ours_times, tb_times = [], []
-        events = 0
-        for _ in range(args.repeats):
-            seconds, events = timed(tensorboard_read, paths)
-            tb_times.append(seconds)
-            seconds, _ = timed(ours_read, logdir)
-            ours_times.append(seconds)
-        tb, ours = statistics.median(tb_times), statistics.median(ours_times)
-        print(f"\ntfevents logdir: {len(paths)} files, {events} events, {size_mb:.1f} MB (median of {args.repeats})")
-        print(f"  TensorBoard EventFileLoader : {tb:7.3f} s  {events / tb:>12,.0f} events/s")
-        print(f"  tb_health readers           : {ours:7.3f} s  {events / ours:>12,.0f} events/s")
-        print(f"  ratio                       : {tb / ours:7.1f}x")
-
+        compare("tfevents logdir", paths, logdir, args.repeats, f"{len(paths)} files, {size_mb:.1f} MB")
         mixed = sorted(glob.glob(str(logdir / "mixed" / "*tfevents*")))
-        tb_mixed, mixed_events = timed(tensorboard_read, mixed)
-        ours_mixed, _ = timed(ours_read, logdir / "mixed")
-        print(f"\nmixed run alone (tensorboardX scalars + 1000-value histograms + text): {mixed_events} events")
-        print(f"  TensorBoard {mixed_events / tb_mixed:>10,.0f} events/s, ours {mixed_events / ours_mixed:>10,.0f} "
-              f"events/s, ratio {tb_mixed / ours_mixed:.1f}x")
+        compare("mixed run alone (tensorboardX scalars + 1000-value histograms + text)", mixed, logdir / "mixed",
+                args.repeats, "")
 
         ms_seconds, _ = timed(ours_read, Path(tmp) / "ms", ("mindspore",))
         print(f"\nMindSpore summary run: {ms_steps} events (3 scalars each, a 30-bucket histogram every 10th):"
@@ -156,8 +170,8 @@ def main() -> None:
         full, _ = timed(ours_read, logdir)
         print(f"\nincremental refresh after a 1% append ({append_events} events): {incremental * 1000:.1f} ms, "
               f"full re-read {full * 1000:.1f} ms ({full / incremental:.0f}x)")
-        unchanged, _ = timed(reader.refresh)
-        print(f"refresh with nothing new: {unchanged * 1000:.2f} ms")
+        unchanged = statistics.median(timed(reader.refresh)[0] for _ in range(9))
+        print(f"refresh with nothing new: {unchanged * 1000:.2f} ms (median of 9)")
 
     points = args.series_points
     tracemalloc.start()
