@@ -1,0 +1,335 @@
+"""The Health routes under load in a real TensorBoard process: 1000+ runs, concurrent pollers.
+
+    PYTHONPATH=. python bench/bench_routes_load.py [--jobs 250] [--ranks 4] [--clients 4] [--window-s 8]
+
+Builds a logdir of `jobs x ranks` small runs (`job_<i>/rank_<r>`, 300 steps of loss, lr, grad
+norm and two per-parameter norms) plus one big run, starts `tensorboard` on a free loopback port
+(TensorBoard loads once at start and never reloads, so the CPU measured later is the plugin's) and polls the routes from
+a few concurrent clients on 127.0.0.1, in phases:
+
+1. cold start: time until `runs` lists every run analysed;
+2. idle: the server's CPU while nobody polls (the background refresher alone);
+3. polling an unchanged logdir, several windows: latency per route (p50, p95) and server CPU per
+   window, which must stay flat (no repeated reading or analysis);
+4. a slow analysis: points are appended to the big run, whose re-analysis takes seconds; the
+   other routes are polled meanwhile and must stay as fast as in phase 3.
+
+Server memory is the tensorboard process's RSS from /proc. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from urllib.parse import quote
+
+import google_crc32c
+import numpy as np
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+
+
+def _load_server_helpers():
+    """tests/tensorboard_server.py by path: importing the `tests` package would load MindSpore."""
+    path = Path(__file__).resolve().parents[1] / "tests" / "tensorboard_server.py"
+    spec = importlib.util.spec_from_file_location("tensorboard_server", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_server = _load_server_helpers()
+get_json, running_tensorboard = _server.get_json, _server.running_tensorboard
+
+PREFIX = "/data/plugin/health"
+SMALL_STEPS = 300
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# ----- the logdir
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = google_crc32c.value(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _record(event: Event) -> bytes:
+    payload = event.SerializeToString()
+    header = struct.pack("<Q", len(payload))
+    return header + struct.pack("<I", _masked_crc(header)) + payload + struct.pack("<I", _masked_crc(payload))
+
+
+def scalar_records(series: dict[str, np.ndarray], first_step: int = 0) -> bytes:
+    """TFRecord-framed simple_value events, exactly as TensorBoard's EventFileWriter frames them."""
+    parts = []
+    for tag, values in series.items():
+        for offset, value in enumerate(values.tolist()):
+            step = first_step + offset
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=value)])
+            parts.append(_record(Event(wall_time=1_767_000_000.0 + step, step=step, summary=summary)))
+    return b"".join(parts)
+
+
+def small_run(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    steps = np.arange(SMALL_STEPS)
+    loss = 2.0 / (1 + steps / 50.0) + rng.normal(0, 0.02, SMALL_STEPS)
+    return {
+        "train/loss": loss, "train/lr": np.full(SMALL_STEPS, 1e-3), "train/grad_norm": np.abs(loss) + 0.1,
+        "grad_norm/layers.0.w": np.abs(loss) * 0.5, "grad_norm/layers.1.w": np.abs(loss) * 0.7,
+    }
+
+
+def big_run(points: int, start: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    steps = np.arange(start, start + points)
+    return {"train/loss": 2.0 / (1 + steps / 5000.0) + rng.normal(0, 0.01, points)}
+
+
+def event_file(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "events.out.tfevents.1767000000.benchhost.1.0"
+
+
+def build_logdir(root: Path, jobs: int, ranks: int, big_points: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    runs = []
+    for job in range(jobs):
+        for rank in range(ranks):
+            name = f"job_{job:03d}/rank_{rank}"
+            event_file(root / name).write_bytes(scalar_records(small_run(rng)))
+            runs.append(name)
+    event_file(root / "big").write_bytes(scalar_records(big_run(big_points, 0, rng)))
+    return runs
+
+
+# ----- the server process
+
+
+def server_pid(port: int) -> int:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--port" in args and args[args.index(b"--port") + 1] == str(port).encode():
+            return int(entry)
+    raise RuntimeError("tensorboard process not found")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+
+
+# ----- polling
+
+
+def fetch(url: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            response.read()
+            code = response.status
+    except urllib.error.HTTPError as error:
+        code = error.code
+    return code, time.perf_counter() - started
+
+
+def route_urls(base: str, runs: list[str], rng: random.Random) -> dict[str, callable]:
+    def run() -> str:
+        return quote(rng.choice(runs), safe="")
+
+    return {
+        "runs": lambda: f"{base}{PREFIX}/runs",
+        "report": lambda: f"{base}{PREFIX}/report?run={run()}",
+        "tags": lambda: f"{base}{PREFIX}/tags?run={run()}",
+        "series": lambda: f"{base}{PREFIX}/series?run={run()}&tag=train%2Floss&width=500",
+        "heatmap": lambda: f"{base}{PREFIX}/heatmap?run={run()}&width=100",
+        "index.js": lambda: f"{base}{PREFIX}/index.js",
+    }
+
+
+def poll(urls: dict[str, callable], clients: int, seconds: float) -> dict[str, list[float]]:
+    """`clients` threads cycle through the routes until the deadline; latencies per route."""
+    latencies: dict[str, list[float]] = defaultdict(list)
+    errors: list[str] = []
+    deadline = time.monotonic() + seconds
+    lock = threading.Lock()
+    names = list(urls)
+
+    def client(offset: int) -> None:
+        turn = offset
+        while time.monotonic() < deadline:
+            name = names[turn % len(names)]
+            turn += 1
+            code, took = fetch(urls[name]())
+            with lock:
+                latencies[name].append(took)
+                if code != 200:
+                    errors.append(f"{name}: {code}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} failed requests, e.g. {errors[:3]}")
+    return latencies
+
+
+def percentile_ms(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q) * 1000) if values else float("nan")
+
+
+def print_latencies(title: str, latencies: dict[str, list[float]]) -> None:
+    print(f"  {title}")
+    for name, values in sorted(latencies.items()):
+        print(f"    {name:<9} n={len(values):>5}  p50 {percentile_ms(values, 50):8.1f} ms  "
+              f"p95 {percentile_ms(values, 95):8.1f} ms  max {max(values) * 1000:8.1f} ms")
+
+
+def settle_idle(pid: int, sample_s: float = 3.0, limit_s: float = 120.0) -> tuple[float, float]:
+    """CPU rate of the server with no client, once two samples in a row agree (TensorBoard's own
+    load of the logdir at start is over): (rate in cores, seconds waited)."""
+    started = time.monotonic()
+    rates: list[float] = []
+    while time.monotonic() - started < limit_s:
+        before = cpu_seconds(pid)
+        time.sleep(sample_s)
+        rates.append((cpu_seconds(pid) - before) / sample_s)
+        if len(rates) >= 2 and abs(rates[-1] - rates[-2]) < 0.03 and rates[-1] < 0.25:
+            break
+    return rates[-1], time.monotonic() - started
+
+
+PLUGIN_ALONE = """
+import sys, time
+from tb_health_plugin.service import HealthService
+service = HealthService(sys.argv[1], refresh_interval_s=2.0)
+started = time.perf_counter()
+while any(report is None for report in service.reports().values()):
+    time.sleep(0.5)
+took = time.perf_counter() - started
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+print(f"{took:.1f} {int(status['VmHWM'].split()[0]) / 1024:.0f} {service._reader.memory_bytes() / 2**20:.0f}")
+service.stop()
+"""
+
+
+def plugin_alone(logdir: Path) -> tuple[float, float, float]:
+    """The plugin's data layer alone in a fresh process: (s to analyse all, peak RSS MB, series MB)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run([sys.executable, "-c", PLUGIN_ALONE, str(logdir)], capture_output=True, text=True,
+                          env=env, timeout=1800, check=True)
+    took, peak, series = (float(x) for x in done.stdout.split())
+    return took, peak, series
+
+
+def wait_for_all_analysed(base: str, expected: int, timeout_s: float = 600) -> float:
+    started = time.perf_counter()
+    while True:
+        runs = get_json(f"{base}{PREFIX}/runs", timeout=120)["runs"]
+        if len(runs) == expected and all(r["status"] != "pending" for r in runs):
+            return time.perf_counter() - started
+        if time.perf_counter() - started > timeout_s:
+            raise RuntimeError("the runs were not all analysed in time")
+        time.sleep(1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=250)
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--big-points", type=int, default=400_000)
+    parser.add_argument("--append-points", type=int, default=400_000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--window-s", type=float, default=8.0)
+    parser.add_argument("--windows", type=int, default=3)
+    args = parser.parse_args()
+    rng = random.Random(0)
+
+    with tempfile.TemporaryDirectory(prefix="tb-health-load-") as tmp:
+        logdir = Path(tmp) / "logs"
+        started = time.perf_counter()
+        small = build_logdir(logdir, args.jobs, args.ranks, args.big_points)
+        size_mb = sum(p.stat().st_size for p in logdir.rglob("*tfevents*")) / 1e6
+        print(f"logdir: {len(small) + 1} runs ({len(small)} of {SMALL_STEPS} steps x 5 tags, one of "
+              f"{args.big_points:,} points), {size_mb:.1f} MB, written in {time.perf_counter() - started:.1f} s")
+
+        with running_tensorboard(logdir, reload_interval_s=0) as base:
+            pid = server_pid(int(base.rsplit(":", 1)[1]))
+            print(f"tensorboard pid {pid} at {base}; RSS {memory_mb(pid)[0]:.0f} MB before the first request")
+            cold = wait_for_all_analysed(base, len(small) + 1)
+            rss, hwm = memory_mb(pid)
+            print(f"1. cold start: every run analysed after {cold:.1f} s; RSS {rss:.0f} MB (peak {hwm:.0f} MB)")
+
+            idle_rate, waited = settle_idle(pid)
+            print(f"2. idle: server CPU {idle_rate * 100:.1f}% of a core (the background refresh of {len(small) + 1} "
+                  f"runs every 2 s), once TensorBoard's own one-time load had ended ({waited:.0f} s)")
+
+            urls = route_urls(base, small, rng)
+            print(f"3. polling the unchanged logdir: {args.clients} clients, {args.windows} windows of {args.window_s:.0f} s")
+            steady: dict[str, list[float]] = defaultdict(list)
+            for window in range(args.windows):
+                cpu_before = cpu_seconds(pid)
+                latencies = poll(urls, args.clients, args.window_s)
+                cpu = cpu_seconds(pid) - cpu_before
+                requests = sum(len(v) for v in latencies.values())
+                for name, values in latencies.items():
+                    steady[name].extend(values)
+                print(f"  window {window + 1}: {requests} requests, server CPU {cpu:.2f} s "
+                      f"({cpu / requests * 1000:.1f} ms/request), runs p50 {percentile_ms(latencies['runs'], 50):.0f} ms")
+            print_latencies("all windows:", steady)
+            rss, hwm = memory_mb(pid)
+            print(f"  RSS {rss:.0f} MB (peak {hwm:.0f} MB)")
+
+            print(f"4. slow analysis: {args.append_points:,} points appended to 'big', polled meanwhile")
+            with open(event_file(logdir / "big"), "ab") as handle:
+                handle.write(scalar_records(big_run(args.append_points, args.big_points, np.random.default_rng(1))))
+            big_report: list[float] = []
+
+            def wait_big_report() -> None:
+                code, took = fetch(f"{base}{PREFIX}/report?run=big")
+                big_report.append(took)
+
+            time.sleep(2.5)  # the refresher (every 2 s) has read the append and started the analysis
+            waiter = threading.Thread(target=wait_big_report)
+            waiter.start()
+            during = poll(urls, args.clients, args.window_s)
+            waiter.join()
+            print_latencies("other runs while 'big' is re-analysed:", during)
+            print(f"    report?run=big waited {big_report[0] * 1000:.0f} ms (its own analysis)")
+            for name in ("report", "series", "tags", "runs"):
+                ratio = statistics.median(during[name]) / statistics.median(steady[name])
+                print(f"    {name} p50 during / steady: x{ratio:.2f}")
+            rss, hwm = memory_mb(pid)
+            print(f"  RSS {rss:.0f} MB (peak {hwm:.0f} MB)")
+
+        took, peak, series = plugin_alone(logdir)
+        print(f"5. the plugin's data layer alone (HealthService in a fresh process, no TensorBoard loader): "
+              f"every run analysed in {took:.1f} s, peak RSS {peak:.0f} MB, series buffers {series:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
