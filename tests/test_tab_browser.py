@@ -53,6 +53,12 @@ def write_logs(root) -> None:
     write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02)})
     write_scalars(root / "growing", {"train/loss": (steps[:1000], loss[:1000])})
     write_scalars(root / XSS_RUN, {"loss": (steps, loss)})
+    dead = np.zeros(200)  # dead gradients: exact zeros, off any log scale
+    write_scalars(
+        root / "dead",
+        {"train/loss": (steps[:200], np.ones(200)), "train/grad_norm": (steps[:200], dead), "grad_norm/layers.0.w": (steps[:200], dead)},
+    )
+    write_scalars(root / "single", {"loss": ([5], [1.0]), "lr": ([5], [0.1])})
 
 
 def append_scalars(run_dir, tag: str, steps, values) -> None:
@@ -248,7 +254,7 @@ def test_overview_sorts_and_filters(tensorboard, page):
     )
     tab.frame.locator("th[data-sort='last_step']").click()  # descending first
     steps = tab.eval(top_level_last_steps)
-    assert steps == sorted(steps, reverse=True) and len(steps) == 4  # 3 runs and the job
+    assert steps == sorted(steps, reverse=True) and len(steps) == 6  # 5 runs and the job
     tab.frame.locator("th[data-sort='last_step']").click()
     assert tab.eval(top_level_last_steps) == sorted(steps)
     tab.frame.locator("th[data-sort='status']").click()
@@ -337,3 +343,17 @@ def test_page_fills_the_iframe(tensorboard, page):
         "w => [w.document.querySelector('.health-app').getBoundingClientRect().height, w.innerHeight]"
     )
     assert inner_height > 300 and abs(app_height - inner_height) <= 1
+
+
+def test_degenerate_runs_draw_without_errors(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "dead")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready'")
+    assert "not drawn on this log scale" in tab.eval("w => w.document.querySelector(`[data-chart='grad_norm'] .card-note`).textContent")
+    assert int(chart(tab, "heatmap")["zeroCells"]) > 0  # zero norms get their own colour
+    tab.frame.locator("select.run-menu").select_option("single")
+    tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'single'")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`)?.dataset.state === 'ready'")
+    assert chart(tab, "lr")["state"] == "ready"
+    assert page.errors == []

@@ -31,7 +31,9 @@ export class ChartGroup {
 
   /** The range every chart shows now. */
   visible(): Range | null {
-    return this.zoom ?? this.extent;
+    const shown = this.zoom ?? this.extent;
+    // a run of one step still needs an axis of some width
+    return shown && !(shown.end > shown.start) ? {start: shown.start - 1, end: shown.end + 1} : shown;
   }
 
   onZoom(listener: (zoom: Range | null) => void): void {

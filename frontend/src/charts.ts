@@ -88,6 +88,7 @@ export function xRange(group: ChartGroup): uPlot.Range.Function {
   return (_u, dataMin, dataMax) => {
     const shown = group.visible();
     if (shown) return [shown.start, shown.end];
+    if (dataMin === null || dataMax === null) return [0, 1];
     return dataMin === dataMax ? [dataMin - 1, dataMax + 1] : [dataMin, dataMax];
   };
 }
@@ -163,8 +164,11 @@ export class EnvelopeChart implements GroupMember {
     this.card.root.dataset.buckets = String(data.steps.length);
     const peak = data.max.reduce<number | null>((a, v) => (v !== null && (a === null || v > a) ? v : a), null);
     this.card.root.dataset.max = peak === null ? '' : String(peak);
+    const hiddenOnLog = this.options.log ? data.min.filter((v) => v !== null && v <= 0).length : 0;
     if (data.steps.length === 0 && data.nonfinite.length === 0) {
       this.card.setState('empty', 'noData');
+    } else if (hiddenOnLog) {
+      this.card.setState('loading', 'notOnLogScale', {n: hiddenOnLog});
     } else {
       this.card.setState('loading');
     }
@@ -208,7 +212,7 @@ export class EnvelopeChart implements GroupMember {
   private afterDraw(u: uPlot): void {
     drawMarkers(u, this.options.markers?.() ?? []);
     drawNonfinite(u, this.nonfinite);
-    if (this.card.root.dataset.state === 'loading') this.card.setState('ready');
+    if (this.card.root.dataset.state === 'loading') this.card.root.dataset.state = 'ready';
     if (!this.ready) {
       this.ready = true;
       this.group.memberReady();

@@ -14,6 +14,7 @@ import {formatNumber, formatStep} from './format';
 import {bindText} from './i18n';
 
 const ROW_PX = 14;
+const ZERO_COLOR = '#000000'; // exactly-zero norms (dead gradients): off the log ramp, shown apart
 const LABEL_PX = 13;
 const MIN_HEIGHT = 150;
 const MAX_HEIGHT = 420;
@@ -35,6 +36,7 @@ export class GradientHeatmap implements GroupMember {
   private readonly legendHigh = el('span', {class: 'ramp-label'});
   private readonly hover = el('span', {class: 'heatmap-hover'});
   private readonly layerCount = el('span', {class: 'ramp-label'});
+  private readonly zeroKey = el('span', {class: 'ramp-label zero-key', attrs: {hidden: ''}}, [el('span', {class: 'zero-swatch'}), ' = 0']);
   private readonly resize: ResizeObserver;
 
   constructor(
@@ -45,7 +47,7 @@ export class GradientHeatmap implements GroupMember {
     const ramp = el('span', {class: 'ramp'});
     ramp.style.backgroundImage = rampGradientCss();
     this.card.root.querySelector('header')?.append(
-      el('span', {class: 'ramp-legend'}, [this.layerCount, this.legendLow, ramp, this.legendHigh]),
+      el('span', {class: 'ramp-legend'}, [this.layerCount, this.zeroKey, this.legendLow, ramp, this.legendHigh]),
     );
     this.card.root.append(el('div', {class: 'heatmap-footer'}, [this.hover]));
     this.resize = new ResizeObserver(() => {
@@ -91,8 +93,10 @@ export class GradientHeatmap implements GroupMember {
     this.data = data;
     let lo = Infinity;
     let hi = -Infinity;
+    let zeros = 0;
     for (const row of data.values) {
       for (const v of row) {
+        if (v !== null && v <= 0) zeros++;
         if (v !== null && v > 0) {
           const lv = Math.log10(v);
           if (lv < lo) lo = lv;
@@ -103,6 +107,8 @@ export class GradientHeatmap implements GroupMember {
     if (!Number.isFinite(lo)) [lo, hi] = [0, 1];
     if (hi - lo < 1e-9) hi = lo + 1;
     [this.logMin, this.logMax] = [lo, hi];
+    this.zeroKey.hidden = zeros === 0;
+    this.card.root.dataset.zeroCells = String(zeros);
     this.legendLow.textContent = formatNumber(10 ** lo);
     this.legendHigh.textContent = formatNumber(10 ** hi);
     bindText(this.layerCount, 'layers', {n: data.layers.length});
@@ -190,10 +196,10 @@ export class GradientHeatmap implements GroupMember {
         const w = Math.max(1, x1 - x0 + 0.5);
         for (let i = 0; i < n; i++) {
           const v = data.values[i][j];
-          if (v === null || !(v > 0)) continue;
+          if (v === null) continue;
           const y0 = u.valToPos(n - i, 'layer', true);
           const y1 = u.valToPos(n - i - 1, 'layer', true);
-          ctx.fillStyle = rampColor((Math.log10(v) - this.logMin) / span);
+          ctx.fillStyle = v > 0 ? rampColor((Math.log10(v) - this.logMin) / span) : ZERO_COLOR;
           ctx.fillRect(x0, y0, w, Math.max(1, y1 - y0 + 0.5));
         }
       }
