@@ -24,6 +24,7 @@ pytestmark = [
 ]
 
 XSS_RUN = "<img src=x onerror=alert(1)>"
+XSS_TAG = "<b>bold</b>.layers.1.w"
 STEPS = 3000
 SPIKE_STEP = 1500
 LAYERS = 8
@@ -52,7 +53,7 @@ def write_logs(root) -> None:
     write_scalars(root / "exp" / "rank_0", {"train/loss": (steps, loss), "train/lr": (steps, np.full(STEPS, 1e-3))})
     write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02)})
     write_scalars(root / "growing", {"train/loss": (steps[:1000], loss[:1000])})
-    write_scalars(root / XSS_RUN, {"loss": (steps, loss)})
+    write_scalars(root / XSS_RUN, {"loss": (steps, loss), f"grad_norm/{XSS_TAG}": (steps, np.ones(STEPS))})
     dead = np.zeros(200)  # dead gradients: exact zeros, off any log scale
     write_scalars(
         root / "dead",
@@ -144,8 +145,13 @@ def test_run_names_are_text_never_html(tensorboard, page):
     open_run(tab, XSS_RUN)
     assert tab.eval("w => w.document.querySelector('.run-title').textContent") == XSS_RUN
     assert XSS_RUN in tab.eval("w => [...w.document.querySelectorAll('.run-menu option')].map(o => o.textContent)")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready'")
+    box = tab.frame.locator("[data-chart='heatmap'] .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    hover = tab.wait_until("w => w.document.querySelector('.heatmap-hover').textContent")
+    assert hover.startswith(XSS_TAG)  # the tag's parameter name, as text
     time.sleep(0.5)
-    assert tab.eval("w => w.document.querySelectorAll('img').length") == 0
+    assert tab.eval("w => w.document.querySelectorAll('img, b').length") == 0
     # the header's run menu switches runs without going back to the overview
     tab.frame.locator("select.run-menu").select_option("exp/rank_1")
     tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'exp/rank_1'")
