@@ -201,7 +201,12 @@ def test_step_window_statistics():
     window = StepWindow()
     for value in (3.0, math.nan, 1.0, math.inf, 2.0):
         window.add(value)
-    assert (window.maximum, window.minimum, window.mean, window.nonfinite_count) == (math.inf, 1.0, 2.0, 2)
+    assert (window.maximum, window.minimum, window.nonfinite_count, window.count) == (math.inf, 1.0, 2, 5)
+    window.merge(3, 7.0, math.nan, 1)
+    assert (window.maximum, window.minimum, window.nonfinite_count, window.count) == (math.inf, 1.0, 3, 8)
+    window.reset()
+    window.merge(2, 4.0, -1.0, 0)
+    assert (window.maximum, window.minimum) == (4.0, -1.0)
     window.reset()
     assert math.isnan(window.maximum) and window.count == 0
 

@@ -175,37 +175,48 @@ def test_dataset_sink_mode_on_logs_every_collection(tmp_path):
     assert sorted(logged["train/grad_norm"]) == [4, 8, 12, 16]
 
 
-def test_sink_style_step_jumps_are_reported_and_timed_per_step(tmp_path):
+def test_sink_style_step_jumps_keep_every_steps_spikes_and_are_reported(tmp_path):
     """What Model's device sink loop hands callbacks (one call per sink of 4 steps), driven by hand
-    because the CPU backend never sinks."""
+    because the CPU backend never sinks: the cell's in-graph aggregates still see every step."""
     from mindspore.train.callback._callback import InternalCallbackParam, RunContext
 
     ms.set_context(mode=ms.GRAPH_MODE)
     net = mlp()
-    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.01)
-    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), optimizer)
+    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.001)
+    # a fixed loss scale of 1: the NaN step counts as an overflow and leaves the weights alone
+    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), optimizer, scale_sense=1.0)
     x, y = regression_data(BATCH)
+    spike_y, nan_y = y * 100.0, np.full_like(y, np.nan)
     params = InternalCallbackParam(
         train_network=cell, optimizer=None, dataset_sink_mode=True, cur_step_num=0, net_outputs=None
     )
     context = RunContext(params)
     monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=4, online_analysis=False)
     monitor.on_train_begin(context)
-    ends = []
-    for sink in range(1, 5):
-        for _ in range(4):
-            params.net_outputs = cell(Tensor(x), Tensor(y))
-            time.sleep(0.01)
-        params.cur_step_num = 4 * sink
-        monitor.on_train_step_end(context)
-        ends.append(time.perf_counter())
+    ends, losses = [], {}
+    for step in range(1, 17):
+        labels = spike_y if step == 6 else nan_y if step == 10 else y
+        params.net_outputs = cell(Tensor(x), Tensor(labels))
+        losses[step] = float(params.net_outputs[0].asnumpy())
+        time.sleep(0.01)
+        if step % 4 == 0:  # the end of a sink
+            params.cur_step_num = step
+            monitor.on_train_step_end(context)
+            ends.append(time.perf_counter())
     monitor.on_train_end(context)
     run_dir = tmp_path / "logs" / "rank_0"
     logged = scalars(run_dir)
-    assert sorted(logged["train/loss"]) == [4, 8, 12, 16]
+    assert logged["train/loss"] == pytest.approx({s: losses[s] for s in (4, 8, 12, 16)}, rel=1e-6)
+    assert logged["train/loss_max"][8] == pytest.approx(losses[6], rel=1e-6)  # not a sink end
+    assert logged["train/loss_max"][8] > 100 * logged["train/loss"][8]
+    finite_12 = [losses[s] for s in (9, 11, 12)]
+    assert logged["train/loss_max"][12] == pytest.approx(max(finite_12), rel=1e-6)
+    assert logged["train/loss_min"][12] == pytest.approx(min(finite_12), rel=1e-6)
+    assert logged["train/nonfinite_count"] == {4: 0.0, 8: 0.0, 12: 2.0, 16: 0.0}  # loss and grad norm
+    assert logged["train/overflow_count"] == {4: 0.0, 8: 0.0, 12: 1.0, 16: 0.0}
     assert logged["train/step_time_ms"][16] == pytest.approx((ends[3] - ends[2]) * 1000 / 4, rel=0.2)
     (note,) = texts(run_dir, "health/notes")
-    assert note[0] == 4 and "dataset_sink_mode=True" in note[1] and "4 steps" in note[1]
+    assert note[0] == 4 and "4 steps" in note[1] and "still cover every step" in note[1]
 
 
 def test_loss_scale_overflow_is_logged_and_skips_the_update(tmp_path):

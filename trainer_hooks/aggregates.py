@@ -12,16 +12,14 @@ from dataclasses import dataclass
 
 @dataclass
 class StepWindow:
-    """Max, min, mean and non-finite count of one series since the last reset.
+    """Max, min and non-finite count of one series since the last reset.
 
     NaN and Inf are counted as non-finite; an Inf also reaches the max (or min) so that a blow-up
-    shows there, while the mean is over the finite values only. Empty statistics are NaN.
+    shows there. Empty statistics are NaN.
     """
 
     count: int = 0
     nonfinite_count: int = 0
-    finite_total: float = 0.0
-    finite_count: int = 0
     maximum: float = math.nan
     minimum: float = math.nan
 
@@ -34,13 +32,15 @@ class StepWindow:
         self.minimum = value if math.isnan(self.minimum) else min(self.minimum, value)
         if math.isinf(value):
             self.nonfinite_count += 1
-            return
-        self.finite_count += 1
-        self.finite_total += value
 
-    @property
-    def mean(self) -> float:
-        return self.finite_total / self.finite_count if self.finite_count else math.nan
+    def merge(self, count: int, maximum: float, minimum: float, nonfinite_count: int) -> None:
+        """Fold in the aggregates of `count` steps computed elsewhere (NaN max/min: none)."""
+        self.count += int(count)
+        self.nonfinite_count += int(nonfinite_count)
+        if not math.isnan(maximum):
+            self.maximum = maximum if math.isnan(self.maximum) else max(self.maximum, maximum)
+        if not math.isnan(minimum):
+            self.minimum = minimum if math.isnan(self.minimum) else min(self.minimum, minimum)
 
     def reset(self) -> None:
         self.__init__()

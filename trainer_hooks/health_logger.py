@@ -205,6 +205,7 @@ class HealthLogger:
         overflow: Any = None,
         batch_size: int | None = None,
         steps_done: int = 1,
+        window: Mapping[str, float] | None = None,
     ) -> None:
         """Record one training step (`step` counts from 1, the step just finished).
 
@@ -213,6 +214,9 @@ class HealthLogger:
         `trainer_hooks.grad_norm_stats(grads)` inside your own jitted step (cheaper). Or give
         `grad_norm` and/or `param_grad_norms` directly. `lr`: the rate used by THIS step.
         `steps_done`: steps run since the previous call (sink mode runs several per call).
+        `window`: aggregates of those steps computed on the device (`steps`, `loss_max`,
+        `loss_min`, `grad_norm_max`, `nonfinite_count`, `overflow_count`; NaN max/min for
+        none); they replace this call's single values in the window aggregates.
         """
         if self._closed:
             return
@@ -230,11 +234,14 @@ class HealthLogger:
             names = self.param_names(len(stats) - 1)
             param_grad_norms = dict(zip(names, stats[1:], strict=True))
         grad_norm_value = None if grad_norm is None else to_float(grad_norm)
-        self.loss_window.add(loss_value)
-        if grad_norm_value is not None:
-            self.grad_norm_window.add(grad_norm_value)
-        if overflow is not None and to_float(overflow):
-            self.overflow_steps += 1
+        if window is not None:
+            self._merge_window(window)
+        else:
+            self.loss_window.add(loss_value)
+            if grad_norm_value is not None:
+                self.grad_norm_window.add(grad_norm_value)
+            if overflow is not None and to_float(overflow):
+                self.overflow_steps += 1
         self._last_step = step
         if self.is_collect_step(step):
             self._collect(step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size)
@@ -288,6 +295,13 @@ class HealthLogger:
         self.close()
 
     # ----- internals
+
+    def _merge_window(self, window: Mapping[str, float]) -> None:
+        steps = int(window["steps"])
+        # the grad-norm non-finite count is folded into the loss window's: they are logged summed
+        self.loss_window.merge(steps, float(window["loss_max"]), float(window["loss_min"]), int(window["nonfinite_count"]))
+        self.grad_norm_window.merge(steps, float(window["grad_norm_max"]), math.nan, 0)
+        self.overflow_steps += int(window.get("overflow_count", 0))
 
     def _collect(self, step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size):
         self._scalar("train/loss", loss_value, step)

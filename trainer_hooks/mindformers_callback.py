@@ -34,10 +34,10 @@ NO_NORM_NOTE = (
 class MindFormersHealthMonitor(HealthMonitor):
     """`HealthMonitor` reading MindFormers' training-cell outputs; same arguments as `HealthMonitor`."""
 
-    def step_values(self, cb_params, step: int) -> dict[str, Any]:
+    def step_values(self, cb_params, step: int, steps_done: int = 1) -> dict[str, Any]:
         outputs = cb_params.net_outputs
         if not isinstance(outputs, (tuple, list)) or len(outputs) not in (3, 4, 5, 7):
-            return super().step_values(cb_params, step)
+            return super().step_values(cb_params, step, steps_done)
         loss, overflow, loss_scale, *rest = outputs
         values: dict[str, Any] = {"loss": float(np.mean(to_numpy(loss))), "overflow": overflow, "loss_scale": loss_scale}
         if rest and rest[0] is not None:

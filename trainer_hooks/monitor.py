@@ -27,16 +27,21 @@ from trainer_hooks.train_cell import (
     HEALTH_LOSS_SCALE,
     HEALTH_LR,
     HEALTH_OVERFLOW,
+    HEALTH_WINDOW,
+    WINDOW_FIELDS,
     TrainOneStepWithHealth,
 )
 
 logger = logging.getLogger("trainer_hooks")
 
 SINK_NOTE = (
-    "dataset_sink_mode=True: callbacks see one step per sink of {n} steps, so loss, gradient norm, "
-    "window aggregates and step time cover only the last step of each sink and update ratios are "
-    "not logged; train with dataset_sink_mode=False (or sink_size=1) for per-step health."
+    "dataset_sink_mode=True: callbacks see one step per sink of {n} steps, so the loss, gradient "
+    "norms and learning rate are those of the last step of each sink, step time is the sink's "
+    "mean and update ratios are not logged; {window}. Train with dataset_sink_mode=False (or "
+    "sink_size=1) for per-step health."
 )
+SINK_WINDOW_KEPT = "the window aggregates (max/min loss, max gradient norm, non-finite and overflow counts) still cover every step, computed in TrainOneStepWithHealth"
+SINK_WINDOW_LOST = "the window aggregates cover only those last steps (wrap the cell with TrainOneStepWithHealth to cover every step)"
 PLAIN_MODEL_NOTE = (
     "gradient norms are not visible to a callback on a plain Model: wrap the training cell, "
     "Model(TrainOneStepWithHealth(nn.WithLossCell(net, loss_fn), optimizer)), to log them."
@@ -146,6 +151,8 @@ class HealthMonitor(Callback):
             options["batch_size"] = dataset_batch_size(cb_params)
         self.health = HealthLogger(**options, parameters=named_parameters(parameters))
         self._last_step = int(field(cb_params, "cur_step_num") or 0)
+        if self._health_cell is not None:
+            self._health_cell.reset_window()
         self._on_begin(cb_params)
 
     @never_raises
@@ -157,8 +164,9 @@ class HealthMonitor(Callback):
         steps_done = max(step - self._last_step, 1)
         self._last_step = step
         if field(cb_params, "dataset_sink_mode") and steps_done > 1:
-            self.health.note(step, SINK_NOTE.format(n=steps_done))
-        values = self.step_values(cb_params, step)
+            window = SINK_WINDOW_KEPT if self._health_cell is not None else SINK_WINDOW_LOST
+            self.health.note(step, SINK_NOTE.format(n=steps_done, window=window))
+        values = self.step_values(cb_params, step, steps_done)
         self.health.log_step(step, steps_done=steps_done, **values)
         if self.health.should_stop:
             logger.error("tb-health: stopping training on a critical finding (stop_on_critical=True)")
@@ -187,7 +195,7 @@ class HealthMonitor(Callback):
 
     # ----- reading a step
 
-    def step_values(self, cb_params, step: int) -> dict[str, Any]:
+    def step_values(self, cb_params, step: int, steps_done: int = 1) -> dict[str, Any]:
         """The `HealthLogger.log_step` arguments visible in this step's `cb_params`."""
         outputs = cb_params.net_outputs
         if self._health_cell is not None and isinstance(outputs, (tuple, list)) and len(outputs) == 2:
@@ -196,6 +204,9 @@ class HealthMonitor(Callback):
             if self._health_cell.loss_scaling:
                 values["loss_scale"] = health[HEALTH_LOSS_SCALE]
                 values["overflow"] = health[HEALTH_OVERFLOW]
+            if steps_done > 1:  # a sink of several steps: the cell's aggregates cover all of them
+                values["window"] = cell_window(health)
+                self._health_cell.reset_window()
             return values
         if isinstance(outputs, (tuple, list)) and len(outputs) == 3:
             # nn.TrainOneStepWithLossScaleCell: (loss, overflow, loss scale)
@@ -217,6 +228,15 @@ class HealthMonitor(Callback):
                 health.close()
             except Exception as error:
                 logger.warning("tb-health: closing the health logs failed: %s", error)
+
+
+def cell_window(health: np.ndarray) -> dict[str, float]:
+    """The window aggregates in a health vector; the empty markers (-inf max, +inf min) as NaN."""
+    window = dict(zip(WINDOW_FIELDS, health[HEALTH_WINDOW:HEALTH_GRAD_STATS].tolist(), strict=True))
+    for name, empty in (("loss_max", -np.inf), ("loss_min", np.inf), ("grad_norm_max", -np.inf)):
+        if window[name] == empty:
+            window[name] = float("nan")
+    return window
 
 
 def field(cb_params, name: str) -> Any:

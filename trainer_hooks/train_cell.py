@@ -7,10 +7,16 @@ used by each step, and (with `scale_sense`) the loss scale and the overflow flag
 The cell returns `(loss, health)`, `health` being one float32 vector laid out as below, so the
 callback fetches a single small tensor per step. The overflow check is `not isfinite(global
 gradient norm)`, which runs on every backend (MindSpore's own check needs NPU kernels).
+
+The cell also keeps window aggregates of every step (max/min loss, max gradient norm,
+non-finite and overflow counts) in a parameter that the callback resets after reading it: with
+`dataset_sink_mode=True` the callback sees one step per sink, and these keep the other steps'
+spikes.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
@@ -22,7 +28,10 @@ from trainer_hooks.norms import grad_norm_stats
 HEALTH_LR = 0
 HEALTH_LOSS_SCALE = 1
 HEALTH_OVERFLOW = 2
-HEALTH_GRAD_STATS = 3  # global norm, then one norm per parameter of `optimizer.parameters`
+HEALTH_WINDOW = 3  # the WINDOW_FIELDS aggregates since the last reset
+WINDOW_FIELDS = ("steps", "loss_max", "loss_min", "grad_norm_max", "nonfinite_count", "overflow_count")
+WINDOW_EMPTY = (0.0, -np.inf, np.inf, -np.inf, 0.0, 0.0)
+HEALTH_GRAD_STATS = HEALTH_WINDOW + len(WINDOW_FIELDS)  # global norm, then one per parameter
 
 _unscale = C.MultitypeFuncGraph("tb_health_unscale")
 
@@ -44,8 +53,9 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
             an overflow, like `nn.TrainOneStepWithLossScaleCell`.
 
     Outputs: `(loss, health)`; `health[HEALTH_LR]` is the learning rate used by this step (the
-    first group's with group learning rates), then the loss scale used by this step (1 without scaling), the
-    overflow flag (0/1) and `[global_norm, norm per parameter]`.
+    first group's with group learning rates), then the loss scale used by this step (1 without
+    scaling), the overflow flag (0/1), the window aggregates (`WINDOW_FIELDS`) and
+    `[global_norm, norm per parameter]`.
     """
 
     def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense=None) -> None:
@@ -70,6 +80,11 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
         self.scale_sense = Parameter(Tensor(initial, mstype.float32), name="tb_health_scale_sense")
         self.group_lr = bool(optimizer.is_group_lr)
         self.hyper_map = C.HyperMap()
+        self.window = Parameter(Tensor(np.array(WINDOW_EMPTY, np.float32)), name="tb_health_window", requires_grad=False)
+
+    def reset_window(self) -> None:
+        """Start new window aggregates (the callback calls this after reading them)."""
+        self.window.set_data(Tensor(np.array(WINDOW_EMPTY, np.float32)))
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -93,5 +108,29 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
                 loss = F.depend(loss, self.optimizer(grads))
         else:
             loss = F.depend(loss, self.optimizer(grads))
-        head = ops.concat((lr, scale_used, ops.reshape(ops.cast(overflow, mstype.float32), (1,))))
-        return loss, ops.concat((head, stats))
+        overflow_flag = ops.reshape(ops.cast(overflow, mstype.float32), (1,))
+        window = self._updated_window(loss, stats[0], overflow_flag)
+        return loss, ops.concat((lr, scale_used, overflow_flag, window, stats))
+
+    def _updated_window(self, loss, grad_norm, overflow_flag):
+        """Fold this step into the window aggregates (NaN counted, kept out of max/min)."""
+        value = ops.cast(ops.reduce_mean(loss), mstype.float32)
+        loss_nan = ops.isnan(value)
+        norm_nan = ops.isnan(grad_norm)
+        minus_inf = ops.cast(-np.inf, mstype.float32)
+        nonfinite = ops.cast(ops.logical_not(ops.isfinite(value)), mstype.float32) + ops.cast(
+            ops.logical_not(ops.isfinite(grad_norm)), mstype.float32
+        )
+        old = self.window
+        new = ops.stack(
+            (
+                old[0] + 1.0,
+                ops.maximum(old[1], ops.select(loss_nan, minus_inf, value)),
+                ops.minimum(old[2], ops.select(loss_nan, -minus_inf, value)),
+                ops.maximum(old[3], ops.select(norm_nan, minus_inf, grad_norm)),
+                old[4] + nonfinite,
+                old[5] + overflow_flag[0],
+            )
+        )
+        ops.assign(self.window, new)
+        return new
