@@ -12,6 +12,8 @@ from __future__ import annotations
 import faulthandler
 import os
 import struct
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections import Counter
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from google.protobuf.internal import api_implementation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto.event_pb2 import Event
@@ -51,7 +54,8 @@ def report_inputs_tried():
     faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)  # a hang fails loudly, not forever
     yield
     faulthandler.cancel_dump_traceback_later()
-    print(f"\nfuzz_readers: {sum(tried.values())} inputs tried: {dict(tried)}")
+    print(f"\nfuzz_readers: {sum(tried.values())} inputs tried (protobuf backend {api_implementation.Type()}): "
+          f"{dict(tried)}")
     print(f"fuzz_readers: worst peak {worst['peak']} B for {worst['size']} B (x{worst['ratio']:.1f} over a 64 KiB"
           f" floor), slowest input {worst['seconds']:.2f} s")
 
@@ -493,3 +497,21 @@ def test_reading_a_damaged_file_as_it_grows_gives_what_reading_it_whole_gives(se
     tried[f"grown {fmt}"] += len(cuts)
     assert points_of(reader.run(".")) == whole.points
     os.unlink(path)
+
+
+def test_the_same_fuzzing_under_the_upb_protobuf_backend():
+    """This suite imports MindSpore first, which switches protobuf to its pure-python backend;
+    a TensorBoard process parses with upb. Run this module again in such a process."""
+    if api_implementation.Type() == "upb":
+        pytest.skip("this process already parses with upb")
+    script = "import sys; sys.modules['mindspore'] = None; import pytest; sys.exit(pytest.main(sys.argv[1:]))"
+    env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}  # set by MindSpore
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", script, "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", "garbage or adversarial"],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=WATCHDOG_S, env=env,
+    )
+    summary = [line for line in done.stdout.splitlines() if line.startswith("fuzz_readers:")]
+    print("\n" + "\n".join(summary))
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "protobuf backend upb" in done.stdout
