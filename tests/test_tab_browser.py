@@ -363,3 +363,20 @@ def test_degenerate_runs_draw_without_errors(tensorboard, page):
     tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`)?.dataset.state === 'ready'")
     assert chart(tab, "lr")["state"] == "ready"
     assert page.errors == []
+
+
+def test_polling_refresh_keeps_the_overview_scroll(tensorboard, browser):
+    with new_page(browser, height=480) as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        scrolled = tab.eval("w => { const m = w.document.querySelector('.main'); m.scrollTop = 10000; return m.scrollTop; }")
+        assert scrolled > 0, "the viewport should be small enough for the overview to scroll"
+        requests: list[float] = []
+        page.on("request", lambda request: requests.append(time.monotonic()) if "/health/runs" in request.url else None)
+        deadline = time.monotonic() + 15
+        while len(requests) < 1 and time.monotonic() < deadline:  # the tab's own 5 s poll
+            tab.eval("() => null")
+            time.sleep(0.2)
+        assert requests, "the tab did not poll the runs route"
+        time.sleep(1.0)
+        assert tab.eval("w => w.document.querySelector('.main').scrollTop") == scrolled
