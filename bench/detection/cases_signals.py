@@ -183,14 +183,16 @@ def train_specs(specs: list[dict]) -> dict[str, dict]:
         spec_file.write_text(json.dumps(specs))
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"  # what MindSpore sets at import
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "bench.detection.cases_signals", "train", str(spec_file), scratch],
             cwd=scratch,
             env=env,
-            check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            text=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(f"MindSpore training failed ({done.returncode}):\n{done.stderr[-4000:]}")
         return {s["name"]: json.loads((Path(scratch) / f"{s['name']}.json").read_text()) for s in specs}
 
 
