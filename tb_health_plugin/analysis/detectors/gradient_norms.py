@@ -10,8 +10,9 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   post-warm-up level for `sustained_length(n)` points. Measuring against the running minimum
   means norms that start high and settle never alarm, while growth at any later time does.
   Critical when the excess reaches `CRITICAL_EXPLODE_DECADES` (10^4x) or the norm overflows.
-  The reported onset walks back from there while the level is still `ONSET_NOISE_MULTIPLE`
-  robust sigmas (1.4826 MAD of the residuals around the level) and at least 2x above baseline.
+  The reported onset walks back from there while the logged norm is still `ONSET_NOISE_MULTIPLE`
+  robust sigmas (1.4826 MAD of the residuals around the level) and at least 2x above the typical
+  (median) level before it.
 * Vanishing, relative: the level stays `VANISH_DECADES` (1000x) below the running maximum of the
   post-warm-up level, *and* the loss (when given) fell by at least `LOSS_EXPLAINS_DECADES` less
   than the norm did. Near a minimum the gradient shrinks with the loss; a gradient that collapses
@@ -95,8 +96,10 @@ def exploding(values: np.ndarray) -> GradientEvent | None:
     residual = (logs - np.where(finite, level, 0.0))[warm:][finite[warm:]]
     noise = 1.4826 * float(np.median(np.abs(residual - np.median(residual)))) if residual.size else 0.0
     rise = max(ONSET_NOISE_MULTIPLE * noise, ONSET_MIN_DECADES)
-    onset = start
-    while onset - 1 >= warm and level[onset - 1] - base >= rise:
+    before = finite_level[warm:start]
+    typical = float(np.nanmedian(before)) if np.isfinite(before).any() else base
+    onset = start  # walked back on logged values: the centred level leaks ahead of time
+    while onset - 1 >= warm and logs[onset - 1] - typical >= rise:
         onset -= 1
     window = logs[onset:stop]
     peak = (
