@@ -133,8 +133,11 @@ class NoiseTail:
 
     def log_sf(self, z: np.ndarray) -> np.ndarray:
         """log P(residual / MAD > z) under the fitted tail, accurate far into the tail."""
-        dist = self._dist()
-        return dist.logsf(np.asarray(z) * dist.ppf(0.75) * self.mad_shrink)
+        index = T_DEGREES.index(self.nu)
+        u = np.asarray(z, dtype=np.float64) * _T_MAD[index] * self.mad_shrink
+        if np.isinf(self.nu):
+            return special.log_ndtr(-u)
+        return np.log(np.maximum(special.stdtr(self.nu, -u), 1e-300))
 
 
 _T_MAD = tuple(float(stats.norm.ppf(0.75) if np.isinf(nu) else stats.t(nu).ppf(0.75)) for nu in T_DEGREES)
@@ -205,18 +208,22 @@ class LinearFit:
 def binned_line(x: np.ndarray, y: np.ndarray, bins: int = 16) -> LinearFit | None:
     """Fit a line to the medians of `bins` equal-count bins of (x, y).
 
-    Binning by medians makes the fit robust to spikes and linear in the number of points; the
-    standard error comes from the scatter of the bin medians around the line (scipy linregress).
+    Binning by medians makes the fit robust to spikes and linear in the number of points (the
+    last n mod bins points are left out of the bins); the standard error of the slope comes
+    from the scatter of the bin medians around the line (ordinary least squares).
     """
     n = x.size
     if n < 6:
         return None
     bins = int(min(bins, n // 2))
-    edges = np.linspace(0, n, bins + 1).astype(int)
-    bx = np.array([np.median(x[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)])
-    by = np.array([np.median(y[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)])
-    if np.ptp(bx) <= 0:
+    width = n // bins
+    bx = np.median(x[: bins * width].reshape(bins, width), axis=1)
+    by = np.median(y[: bins * width].reshape(bins, width), axis=1)
+    dx = bx - bx.mean()
+    sxx = float(np.dot(dx, dx))
+    if sxx <= 0:
         return None
-    fit = stats.linregress(bx, by)
-    stderr = float(fit.stderr) if np.isfinite(fit.stderr) else 0.0
-    return LinearFit(float(fit.slope), stderr, float(x[-1] - x[0]))
+    slope = float(np.dot(dx, by - by.mean()) / sxx)
+    residual = by - by.mean() - slope * dx
+    stderr = float(np.sqrt(np.dot(residual, residual) / max(bins - 2, 1) / sxx)) if bins > 2 else 0.0
+    return LinearFit(slope, stderr, float(x[-1] - x[0]))

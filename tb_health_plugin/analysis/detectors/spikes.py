@@ -33,8 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
-from scipy import ndimage, stats
+from scipy import ndimage, special
 
 from tb_health_plugin.analysis.detectors.robust import (
     TINY_LOG_SCALE,
@@ -87,7 +86,7 @@ class ExcursionTest:
     def statistic_threshold(self, width: int) -> float:
         """Level of the sum of surprises over `width` points that has probability `per_test`."""
         effective = max(1.0, width * (1 - self.rho) / (1 + self.rho))
-        return float(stats.gamma(effective).isf(self.per_test) * width / effective)
+        return float(special.gammainccinv(effective, self.per_test) * width / effective)
 
 
 def excursion_test(z_settled: np.ndarray, residual_settled: np.ndarray, points: int) -> ExcursionTest:
@@ -105,14 +104,14 @@ def excursion_mask(z: np.ndarray, test: ExcursionTest) -> tuple[np.ndarray, np.n
     Returns the mask and each point's surprise (-log p).
     """
     surprise = test.surprise(z)
-    above = z > 0
     flagged = np.zeros(z.size, dtype=bool)
     cumulative = np.concatenate([[0.0], np.cumsum(surprise)])
+    positives = np.concatenate([[0], np.cumsum(z > 0)])
     for width in WIDTHS:
         if z.size < width:
             continue
         window_sum = cumulative[width:] - cumulative[:-width]
-        all_above = sliding_window_view(above, width).all(axis=1)
+        all_above = positives[width:] - positives[:-width] == width
         starts = (window_sum >= test.statistic_threshold(width)) & all_above
         if starts.any():
             flagged |= np.convolve(starts.astype(np.int8), np.ones(width, dtype=np.int8))[: z.size] > 0

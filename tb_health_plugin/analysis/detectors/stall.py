@@ -44,6 +44,7 @@ START_GRID = np.arange(0.0, 0.76, 0.05)
 RATE_SHARE = 0.10
 Z_EQUIVALENCE = 2.0
 TREND_WINDOW = 17
+MAX_FIT_POINTS = 1000
 # "Stuck from the start": less than 5% of change over the whole run (or less than its
 # point-to-point noise). A run that is learning at all gains more than that; for comparison,
 # LLM pretraining still drops the loss by 15-20% after its warm-up.
@@ -68,14 +69,18 @@ def stalled_convergence(
     d1 = _high_lr_end(schedule, d0, n)
     if d1 - d0 < MIN_TAIL_POINTS:
         return []
+    group = max(1, n // MAX_FIT_POINTS)  # medians of `group` points: the fits see at most ~1000
+    kept = (n // group) * group
+    gx = np.median(x[:kept].reshape(-1, group), axis=1)
+    gy = np.median(y[:kept].reshape(-1, group), axis=1)
     for share in START_GRID:
         s = d0 + int(share * (d1 - d0))
         if d1 - s < max(MIN_TAIL_POINTS, MIN_TAIL_SHARE * (d1 - d0)):
             break
-        tail = binned_line(x[s:d1], y[s:d1])
+        tail = binned_line(gx[s // group : d1 // group], gy[s // group : d1 // group])
         if tail is None:
             continue
-        before = binned_line(x[:s], y[:s]) if s >= 8 else None
+        before = binned_line(gx[: s // group], gy[: s // group]) if s >= 8 else None
         earlier_rate = max(-before.slope, 0.0) if before is not None else 0.0
         doublings = tail.span
         if s <= d0 and (before is None or -before.change <= max(sigma, STUCK_CHANGE_LOG)):
