@@ -2,7 +2,8 @@
 
 The trainings run in a subprocess (see `bench.detection.cases_signals.train_specs`): MindSpore's
 protobuf modules cannot share a process with TensorBoard's, and the subprocess works in a
-scratch folder. The logs are written as event files and read back with our readers.
+scratch folder. The logs are written as event files and read back with our readers. A healthy
+network logged by the hooks is checked in `test_gradient_hooks_end_to_end.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from bench.detection.events import write_scalars
 from tb_health_plugin.analysis.engine import analyze_runs
 from tb_health_plugin.readers import read_logdir
 
-STEPS = 80
+STEPS = 60
 SPECS = [
     dict(
         name="sigmoid_deep",
@@ -39,21 +40,7 @@ SPECS = [
         sigma=0.25,
         lr=0.01,
         lr_high=0.4,
-        jump=40,
-        input_scale=1.0,
-        log_every=1,
-        steps=STEPS,
-    ),
-    dict(
-        name="relu_healthy",
-        scenario="healthy",
-        seed=9,
-        depth=6,
-        act="relu",
-        sigma=0.25,
-        lr=0.02,
-        lr_high=0.02,
-        jump=STEPS,
+        jump=30,
         input_scale=1.0,
         log_every=1,
         steps=STEPS,
@@ -85,11 +72,5 @@ def test_a_deep_sigmoid_stack_has_vanishing_gradients_in_its_first_layers(report
 @pytest.mark.mindspore
 def test_a_plain_relu_stack_at_a_too_high_learning_rate_explodes_right_after_the_jump(reports):
     found = alarms(reports["relu_lr_jump"], "exploding_gradients")
-    assert found and 41 <= found[0]["step"] <= 44
+    assert found and 31 <= found[0]["step"] <= 34
     assert found[0]["severity"] == "critical"
-
-
-@pytest.mark.mindspore
-def test_a_healthy_relu_stack_raises_no_gradient_alarm(reports):
-    report = reports["relu_healthy"]
-    assert not alarms(report, "vanishing_gradients") and not alarms(report, "exploding_gradients")
