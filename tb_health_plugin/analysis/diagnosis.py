@@ -2,7 +2,9 @@
 
 A finding says what went wrong in one series; this module looks at the others around its step
 and adds the most likely cause and what to try, in the message and in the evidence
-(`cause`: a short code, `cause_detail`: the sentence, `related`: the numbers it rests on):
+(`cause`: a short code, `cause_detail`: the sentence, `cause_advice`: what to try, `related`:
+the numbers it rests on). A finding that already carries `advice` gets only the cause appended.
+The causes, by kind:
 
 * loss spike / divergence: a gradient-norm spike together with a loss-scale drop or an overflow
   flag -> mixed-precision overflow; a learning-rate rise at that step -> the schedule; a
@@ -104,9 +106,14 @@ def explain(findings: list[Finding], signals: RunSignals) -> list[Finding]:
 def _with_cause(finding: Finding, cause: str, related: dict[str, Any]) -> Finding:
     detail, advice = CAUSES[cause]
     evidence = dict(finding.evidence)
-    evidence.update(cause=cause, cause_detail=detail, related=related)
-    evidence.setdefault("advice", advice[0].upper() + advice[1:] + ".")
-    message = f"{finding.message} {MARK} {detail}; try to {advice}."
+    evidence.update(
+        cause=cause, cause_detail=detail, cause_advice=advice[0].upper() + advice[1:] + ".", related=related
+    )
+    if "advice" in finding.evidence:  # the finding already says what to do: add only the cause
+        message = f"{finding.message} {MARK} {detail}."
+    else:
+        evidence["advice"] = evidence["cause_advice"]
+        message = f"{finding.message} {MARK} {detail}; try to {advice}."
     return replace(finding, message=message, evidence=evidence)
 
 
