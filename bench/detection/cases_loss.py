@@ -147,7 +147,7 @@ def simulate(scenario: str, rng: np.random.Generator, shape: SplitShape) -> Simu
     if scenario == "spike":
         spikes = []
         count = int(rng.integers(1, 4))
-        slots = np.sort(rng.choice(np.arange(2, 18), size=count, replace=False)) / 20.0
+        slots = np.sort(rng.choice(np.arange(3, 18), size=count, replace=False)) / 20.0  # after warm-up
         for slot in slots:
             width_points = int(rng.integers(1, 6))
             duration = 1 if (hooks_style and rng.random() < 0.4) else width_points * interval

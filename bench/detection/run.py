@@ -249,8 +249,12 @@ def misses(cases: list[Case], predictions: Predictions) -> list[str]:
         found = predictions.kinds(case.name)
         missing = set(case.expected) - found
         extra = found - set(case.expected)
+        spikes = sorted(set(predictions.steps(case.name, "loss_spike")))
+        labelled = sorted(case.expected.get("loss_spike", []))
         if missing or extra:
             lines.append(f"  {case.name}: missed {sorted(missing)} extra {sorted(extra)}")
+        elif labelled and len(spikes) != len(labelled):
+            lines.append(f"  {case.name}: spikes labelled at {labelled}, found at {spikes}")
     return lines
 
 

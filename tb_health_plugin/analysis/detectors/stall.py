@@ -18,9 +18,10 @@ Method (an equivalence test on the log-loss against the run's own earlier progre
    being the run's per-point noise). A rising tail is not a stall (the divergence detector
    owns it). The earliest stalled tail wins; the reported step is where the smoothed loss first
    reached the plateau level.
-4. A run that never improved is "stuck from the start": neither warm-up nor the whole settled
-   domain changed the loss by more than allowed = max(sigma, `STUCK_CHANGE_LOG`): it moved less
-   than between two consecutive points, or less than 5%, over the whole run.
+4. A run that never improved is "stuck from the start": warm-up did not lower the loss by
+   significantly more (2 standard errors) than allowed = max(sigma, `STUCK_CHANGE_LOG`), and
+   the whole settled domain changed it by less than that: it moved less than between two
+   consecutive points, or less than 5%, over the whole run.
 """
 
 from __future__ import annotations
@@ -83,7 +84,10 @@ def stalled_convergence(
         before = binned_line(gx[: s // group], gy[: s // group]) if s >= 8 else None
         earlier_rate = max(-before.slope, 0.0) if before is not None else 0.0
         doublings = tail.span
-        if s <= d0 and (before is None or -before.change <= max(sigma, STUCK_CHANGE_LOG)):
+        improved_before = before is not None and (
+            -before.change - Z_EQUIVALENCE * before.change_stderr > max(sigma, STUCK_CHANGE_LOG)
+        )
+        if s <= d0 and not improved_before:
             allowed = max(sigma, STUCK_CHANGE_LOG)  # stuck from the start: no earlier progress
         elif s <= d0:
             continue  # it improved before warm-up ended: judge later tails by that pace
