@@ -177,11 +177,11 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
         c2 = (cut / scale) ** 2
         if np.isinf(nu):
             log_density = -0.5 * float(np.sum(u2)) - 0.5 * body.size * np.log(2 * np.pi)
-            log_two_sided_sf = float(np.log(special.erfc(np.sqrt(c2 / 2))))
+            log_two_sided_sf = float(np.log(2.0) + special.log_ndtr(-np.sqrt(c2)))
         else:
             constant = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
             log_density = body.size * constant - (nu + 1) / 2 * float(np.sum(np.log1p(u2 / nu)))
-            log_two_sided_sf = float(np.log(special.betainc(nu / 2, 0.5, nu / (nu + c2))))
+            log_two_sided_sf = float(np.log(max(special.betainc(nu / 2, 0.5, nu / (nu + c2)), 1e-300)))
         loglik = log_density - body.size * np.log(scale) + censored * log_two_sided_sf
         if loglik > best:
             best, best_index = loglik, index
