@@ -28,6 +28,7 @@ recognised from the plateaus.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +110,7 @@ def _near_resume(steps: np.ndarray, index: int, resume_steps: np.ndarray) -> boo
     return bool(np.any((resume_steps >= lo) & (resume_steps <= hi)))
 
 
-def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps=()) -> LrAnalysis | None:
+def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = ()) -> LrAnalysis | None:
     """Fit and check one learning-rate series (see module doc); `resume_steps` are logged resumes."""
     steps = np.asarray(steps, dtype=np.int64)
     lr = np.asarray(lr, dtype=np.float64)
