@@ -899,9 +899,9 @@ NAIVE_THRESHOLDS = {"exploding_gradients": 100.0, "vanishing_gradients": 1e-4}
 
 def naive_gradient_alarms(signals) -> set[str]:
     """Kinds a fixed-threshold monitor raises on one run (any logged point beyond the bound)."""
-    from tb_health_plugin.analysis.checks.gradients import _global_norm, per_parameter_grad_norms
+    from tb_health_plugin.analysis.checks.gradients import global_grad_norm, per_parameter_grad_norms
 
-    series = _global_norm(signals, per_parameter_grad_norms(signals))
+    series = global_grad_norm(signals, per_parameter_grad_norms(signals))
     if series is None:
         return set()
     values = series[1]

@@ -55,7 +55,10 @@ def per_parameter_grad_norms(signals: RunSignals) -> dict[str, tuple[np.ndarray,
     return out
 
 
-def _global_norm(signals: RunSignals, per_param) -> tuple[np.ndarray, np.ndarray, str] | None:
+def global_grad_norm(
+    signals: RunSignals, per_param: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """(steps, global norm, tag): the logged one, else rebuilt from the per-parameter norms."""
     if signals.grad_norm is not None and len(signals.grad_norm):
         return signals.grad_norm.steps, signals.grad_norm.values, signals.tag("grad_norm")
     if not per_param:
@@ -100,7 +103,7 @@ def _finding(event: GradientEvent, steps: np.ndarray, tag: str, message: str, ad
 
 def global_norm_check(signals: RunSignals) -> list[Finding]:
     """Growth or collapse of the global gradient norm against its own post-warm-up baseline."""
-    series = _global_norm(signals, per_parameter_grad_norms(signals))
+    series = global_grad_norm(signals, per_parameter_grad_norms(signals))
     if series is None:
         return []
     steps, values, tag = series
