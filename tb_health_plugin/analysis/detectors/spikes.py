@@ -20,10 +20,14 @@ Method (a scan statistic on robust residuals):
    (Brown's correction). A decaying spike (x3, then x1.5, then x1.2) thereby adds up its
    evidence, while slow wiggles do not: their points have p around 0.1-0.4. The threshold
    grows with run length and tail weight and is never a fixed multiple of the loss.
+   `ALPHA` = 0.01 with the Bonferroni split keeps the share of healthy runs with a false spike
+   under 1% even where the tail fit errs, leaving room in the 2% budget for the other checks.
 6. An excursion that peaks less than 10% above the trend (`MIN_SPIKE_LOG`) is not reported:
-   in low-noise logs such wiggles are significant but harmless. An excursion longer than `MAX_WIDTH_POINTS` or still open at the end of the run is not a
-   spike (the divergence detector owns it). Excursions that start during warm-up are reported
-   as `info` only: early bumps are normal.
+   in low-noise logs such wiggles are significant but harmless. An excursion longer than
+   `MAX_WIDTH_POINTS` or still open at the end of the run is not a spike here (the divergence
+   detector owns it, and reports a recovered sudden jump as a long-lived spike). Excursions that
+   start during warm-up are reported as `info` only: early bumps are normal. A spike's step is
+   its first individually unusual point (p < `SINGLE_POINT_FLOOR_P`).
 
 Advice: the last logged step before the spike is the last healthy point to restart from.
 """
@@ -52,7 +56,7 @@ MAX_WIDTH_POINTS = 8  # the widest excursion still called a spike, in logged poi
 WIDTHS = (1, 2, 3, 5, 8)
 TREND_WINDOW = 2 * MAX_WIDTH_POINTS + 1
 NOISE_WINDOW = 8 * TREND_WINDOW
-SINGLE_POINT_FLOOR_P = 0.01  # every point of an excursion must be a 1%-tail event on its own
+SINGLE_POINT_FLOOR_P = 0.01  # a spike starts at its first point that is a 1%-tail event alone
 MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
 # Smallest jump worth a warning, whatever the noise: a loss 10% above its trend for a few points
 # costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles.
