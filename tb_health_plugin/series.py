@@ -24,7 +24,7 @@ class ScalarSeries:
         return int(self.steps.shape[0])
 
     @classmethod
-    def from_lists(cls, steps, values, wall_times=None) -> "ScalarSeries":
+    def from_lists(cls, steps, values, wall_times=None) -> ScalarSeries:
         steps_arr = np.asarray(steps, dtype=np.int64)
         if wall_times is None:
             wall_times = np.zeros(steps_arr.shape[0], dtype=np.float64)

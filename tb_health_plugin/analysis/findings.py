@@ -26,6 +26,8 @@ KINDS = (
     "loss_scale",
     "throughput",
     "overfitting",
+    "weight_updates",  # weights that stop changing or update far too much (checks/weights.py)
+    "weight_distribution",  # weight norms drifting or values saturating (checks/weights.py)
     "check_error",  # info only: a check could not run on this run (engine.py)
 )
 

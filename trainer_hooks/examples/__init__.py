@@ -1,1 +1,1 @@
-"""Runnable examples of the three ways to train with the hooks (see README_SECTION.md)."""
+"""Runnable examples of the three ways to train with the hooks (see the README, "Training hooks")."""
