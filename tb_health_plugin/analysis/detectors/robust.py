@@ -142,6 +142,10 @@ class NoiseTail:
 
 _T_MAD = tuple(float(stats.norm.ppf(0.75) if np.isinf(nu) else stats.t(nu).ppf(0.75)) for nu in T_DEGREES)
 MAX_TAIL_FIT_POINTS = 2000  # a strided subsample keeps the fit at a millisecond per series
+# Log-likelihood margin within which the heavier tail is kept: 1.92 is the 95% likelihood
+# interval of one parameter (chi2(1) 0.95 quantile / 2); 2 rounds it up.
+TAIL_SELECTION_MARGIN = 2.0
+DEFAULT_TAIL_NU = 3.0  # minibatch-noise default, also used when too few points to fit
 CENSORED_SHARE = 0.03  # the largest 3% of positive residuals enter the fit only as "above c"
 
 
@@ -170,7 +174,7 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
     if median <= 0:
         return fallback
     body2 = body**2
-    best, best_index = -np.inf, T_DEGREES.index(3.0)
+    logliks = []
     for index, nu in enumerate(T_DEGREES):
         scale = median / _T_MAD[index]
         u2 = body2 / scale**2
@@ -182,10 +186,20 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
             constant = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
             log_density = body.size * constant - (nu + 1) / 2 * float(np.sum(np.log1p(u2 / nu)))
             log_two_sided_sf = float(np.log(max(special.betainc(nu / 2, 0.5, nu / (nu + c2)), 1e-300)))
-        loglik = log_density - body.size * np.log(scale) + censored * log_two_sided_sf
-        if loglik > best:
-            best, best_index = loglik, index
-    return NoiseTail(T_DEGREES[best_index], RESIDUAL_MAD_SHRINK[best_index])
+        logliks.append(log_density - body.size * np.log(scale) + censored * log_two_sided_sf)
+    # A tail lighter than the default t3 must be shown by the data: a short run (a hundred
+    # points) rarely shows its tail, and a Gaussian chosen by a hair turns noise into "spikes".
+    # So when the best fit is lighter than t3, keep the heaviest tail down to t3 that the data
+    # cannot reject; heavier-than-t3 fits are kept as they are.
+    best_index = int(np.argmax(logliks))
+    chosen = best_index
+    if T_DEGREES[best_index] > DEFAULT_TAIL_NU:
+        chosen = min(
+            (i for i, value in enumerate(logliks)
+             if T_DEGREES[i] >= DEFAULT_TAIL_NU and value >= logliks[best_index] - TAIL_SELECTION_MARGIN),
+            key=lambda i: T_DEGREES[i],
+        )
+    return NoiseTail(T_DEGREES[chosen], RESIDUAL_MAD_SHRINK[chosen])
 
 
 @dataclass(frozen=True)

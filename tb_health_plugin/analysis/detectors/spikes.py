@@ -28,6 +28,12 @@ Method (a scan statistic on robust residuals):
    detector owns it, and reports a recovered sudden jump as a long-lived spike). Excursions that
    start during warm-up are reported as `info` only: early bumps are normal. A spike's step is
    its first individually unusual point (p < `SINGLE_POINT_FLOOR_P`).
+7. An excursion peaking at least 4x above the trend (`GROSS_SPIKE_LOG`) is a candidate even
+   when the scan does not find it significant, provided the point alone is a 0.1%-tail event
+   under the fitted tail (near-zero losses make large ratios ordinary). On a short run (about a hundred logged points)
+   the censoring in the tail fit spares only one or two points, so a bad batch whose loss stays
+   high for three logged points fattens the fitted tail (nu near 1.5) until it explains itself
+   away; a fourfold jump of the loss within a few points is not minibatch noise in practice.
 
 Advice: the last logged step before the spike is the last healthy point to restart from.
 """
@@ -61,6 +67,9 @@ MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
 # Smallest jump worth a warning, whatever the noise: a loss 10% above its trend for a few points
 # costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles.
 MIN_SPIKE_LOG = float(np.log(1.1))
+# A jump this large above the trend is a spike whatever the fitted tail says (step 7).
+GROSS_SPIKE_LOG = float(np.log(4.0))
+GROSS_SPIKE_POINT_P = 1e-3  # ... and that point alone must be a 0.1%-tail event under the fit
 
 
 def spike_scores(y: np.ndarray, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,6 +147,8 @@ def loss_spikes(
         return []
     test = excursion_test(z[settled], (y - trend)[settled], int(settled.sum()))
     mask, surprise = excursion_mask(z, test)
+    gross = (y - trend >= GROSS_SPIKE_LOG) & (surprise >= -np.log(GROSS_SPIKE_POINT_P))
+    mask |= gross  # step 7 of the module doc
     labels, count = ndimage.label(mask)
     if count == 0:
         return []

@@ -1,0 +1,66 @@
+"""`tb-health demo` trains real runs whose problems `tb-health check` finds, each on the right run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tb_health_plugin.demo.scenarios import SCENARIOS
+
+ALARMS = {"warning", "critical"}
+
+
+@pytest.fixture(scope="module")
+def demo_logdir(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("demo") / "logs"
+    workdir = tmp_path_factory.mktemp("demo-cwd")
+    result = subprocess.run(
+        [sys.executable, "-m", "tb_health_plugin.cli", "demo", "--no-serve", "--logdir", str(logdir)],
+        cwd=workdir, capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[6/6] two_ranks" in result.stderr  # progress was shown
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def report(demo_logdir):
+    result = subprocess.run(
+        [sys.executable, "-m", "tb_health_plugin.cli", "check", str(demo_logdir), "--format", "json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.mindspore
+def test_every_demo_problem_is_flagged_on_its_run_and_healthy_runs_stay_quiet(report):
+    alarms = {
+        run["run"]: {f["kind"] for f in run["findings"] if f["severity"] in ALARMS} for run in report["runs"]
+    }
+    expected = {
+        f"{scenario.name}/rank_{rank}": scenario.expected_for(rank)
+        for scenario in SCENARIOS
+        for rank in range(scenario.world_size)
+    }
+    assert set(alarms) == set(expected)
+    for run, kinds in expected.items():
+        if kinds:
+            assert kinds <= alarms[run], f"{run}: expected {sorted(kinds)}, found {sorted(alarms[run])}"
+        else:
+            assert not alarms[run], f"{run} is healthy but was flagged: {sorted(alarms[run])}"
+
+
+@pytest.mark.mindspore
+def test_demo_runs_carry_the_hooks_signals(report, demo_logdir):
+    from tb_health_plugin.readers import read_logdir
+
+    runs = {r.name: r for r in read_logdir(demo_logdir)}
+    healthy = runs["healthy_transformer/rank_0"]
+    for tag in ("train/loss", "train/lr", "train/grad_norm", "train/loss_max", "train/step_time_ms", "train/throughput"):
+        assert len(healthy.scalars[tag]) >= 100, tag
+    assert any(t.startswith("grad_norm/") for t in healthy.scalars)
+    assert any(t.startswith("weight/") for t in healthy.histograms)
