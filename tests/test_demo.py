@@ -64,3 +64,29 @@ def test_demo_runs_carry_the_hooks_signals(report, demo_logdir):
         assert len(healthy.scalars[tag]) >= 100, tag
     assert any(t.startswith("grad_norm/") for t in healthy.scalars)
     assert any(t.startswith("weight/") for t in healthy.histograms)
+
+
+@pytest.mark.mindspore
+@pytest.mark.browser
+def test_health_tab_on_the_demo_shows_every_verdict_and_the_corrupted_batch(demo_logdir):
+    """The screenshots the README shows (`scripts/refresh-screenshots` copies them to docs/)."""
+    from tests.browser import HealthTab, browser_page, chromium_path
+    from tests.tensorboard_server import running_tensorboard
+    from tests.test_tab_browser import open_run, overview_runs
+
+    if chromium_path() is None:
+        pytest.skip("Debian's chromium is not installed (./scripts/test installs it as root)")
+    with running_tensorboard(demo_logdir) as base, browser_page() as page:
+        tab = HealthTab(page, base).open()
+        runs = overview_runs(tab)
+        assert "two_ranks/rank_1" in runs and "deep_sigmoid/rank_0" in runs
+        statuses = tab.eval(
+            "w => Object.fromEntries([...w.document.querySelectorAll('tr.run-row')].map(r => [r.dataset.run, r.textContent]))"
+        )
+        assert "critical" in statuses["deep_sigmoid/rank_0"].lower()
+        assert "healthy" in statuses["healthy_transformer/rank_0"].lower()
+        tab.screenshot("demo-overview")
+        open_run(tab, "corrupted_batch/rank_0")
+        tab.wait_until("w => w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready'")
+        assert "spike" in tab.eval("w => w.document.body.innerText").lower()
+        tab.screenshot("demo-run-view")
