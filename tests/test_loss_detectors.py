@@ -59,6 +59,16 @@ def test_a_spike_is_found_at_its_step_with_the_last_healthy_step_as_advice():
     assert str(int(steps[899])) in found[0].message
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_two_step_bad_batch_in_a_very_noisy_per_step_log_is_a_spike(seed):
+    # As in the real MindSpore corrupted-batch runs: per-step losses that scatter over a factor
+    # of ten, and two consecutive steps 35x above the trend.
+    steps, y = curve(400, interval=1, seed=seed, noise=0.45, nu=6.0)
+    y[250:252] += np.log(35.0)
+    found = alarms(loss_spikes(steps, np.exp(y), "loss", infer_schedule(steps)))
+    assert int(steps[250]) in [f.step for f in found]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_heavy_tailed_noise_alone_raises_no_spike(seed):
     steps, y = curve(3000, seed=seed, noise=0.04, nu=4.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -29,9 +30,10 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        import mindspore  # noqa: F401
-    except ImportError:
+    # Only look for MindSpore: importing it here, after this process has loaded protobuf's upb
+    # backend for the readers, fails ("Descriptors cannot be created directly"). The runs train in
+    # their own processes, which import MindSpore first.
+    if importlib.util.find_spec("mindspore") is None:
         print("tb-health demo trains with MindSpore: pip install 'tb-health-plugin[hooks]'", file=sys.stderr)
         return EXIT_USAGE
     from tb_health_plugin.commands.check import check_logdir, render_text
