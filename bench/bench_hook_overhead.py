@@ -1,4 +1,4 @@
-"""Step time of a small Transformer trained on the CPU (graph mode) with and without the hooks.
+"""Step time of small Transformers trained on the CPU (graph mode) with and without the hooks.
 
 Configurations, run side by side in many short interleaved rounds (the machine is shared and
 noisy; the order rotates each round). Each configuration is compiled and run once with its
@@ -13,7 +13,13 @@ monitor's start and final analysis) stay out and every callback's per-step work 
 Prints the median and minimum step time of each over the rounds, and the median over rounds of
 the ratio to the baseline's time in the same round (paired, robust to load drifting).
 
-    PYTHONPATH=. python bench/bench_hook_overhead.py [--steps 25] [--rounds 12]
+Two model sizes (`--model`): the in-step gradient norms cost a fixed few tens of microseconds
+per parameter tensor on the CPU (one kernel launch each), so their share is largest on the
+tiniest model and falls as the work per step grows.
+  tiny    2 layers, d=128, seq 64, batch 8     (about 30 ms a step here)
+  small   4 layers, d=256, seq 128, batch 16   (several times the work per step, 2x the tensors)
+
+    PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 25] [--rounds 12]
 """
 
 from __future__ import annotations
@@ -23,50 +29,71 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-VOCAB, SEQ, BATCH, D_MODEL, HEADS, FFN, LAYERS = 512, 64, 8, 128, 4, 256, 2
+
+@dataclass(frozen=True)
+class ModelSize:
+    layers: int
+    d_model: int
+    heads: int
+    ffn: int
+    seq: int
+    batch: int
+    vocab: int = 512
+
+    def describe(self) -> str:
+        return f"{self.layers} layers, d={self.d_model}, seq={self.seq}, batch={self.batch}"
 
 
-def build_net():
+SIZES = {
+    "tiny": ModelSize(layers=2, d_model=128, heads=4, ffn=256, seq=64, batch=8),
+    "small": ModelSize(layers=4, d_model=256, heads=4, ffn=1024, seq=128, batch=16),
+}
+
+
+def build_net(size: ModelSize):
     import mindspore as ms
     from mindspore import nn, ops
 
     class TinyLM(nn.Cell):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Embedding(VOCAB, D_MODEL)
+            self.embed = nn.Embedding(size.vocab, size.d_model)
             self.encoder = nn.TransformerEncoder(
-                nn.TransformerEncoderLayer(D_MODEL, HEADS, FFN, dropout=0.0, batch_first=True), LAYERS
+                nn.TransformerEncoderLayer(size.d_model, size.heads, size.ffn, dropout=0.0, batch_first=True),
+                size.layers,
             )
-            self.head = nn.Dense(D_MODEL, VOCAB)
+            self.head = nn.Dense(size.d_model, size.vocab)
             self.loss = nn.CrossEntropyLoss()
+            self.vocab = size.vocab
 
         def construct(self, tokens, labels):
             logits = self.head(self.encoder(self.embed(tokens)))
-            return self.loss(ops.reshape(logits, (-1, VOCAB)), ops.reshape(labels, (-1,)))
+            return self.loss(ops.reshape(logits, (-1, self.vocab)), ops.reshape(labels, (-1,)))
 
     ms.set_seed(0)
     return TinyLM()
 
 
-def dataset(steps: int):
+def dataset(size: ModelSize, steps: int):
     from mindspore import dataset as ds
 
     rng = np.random.default_rng(0)
-    tokens = rng.integers(0, VOCAB, size=(steps * BATCH, SEQ + 1)).astype(np.int32)
-    return ds.NumpySlicesDataset({"tokens": tokens[:, :-1], "labels": tokens[:, 1:]}, shuffle=False).batch(BATCH)
+    tokens = rng.integers(0, size.vocab, size=(steps * size.batch, size.seq + 1)).astype(np.int32)
+    return ds.NumpySlicesDataset({"tokens": tokens[:, :-1], "labels": tokens[:, 1:]}, shuffle=False).batch(size.batch)
 
 
-def make_run(config: str, workdir: str):
+def make_run(config: str, size: ModelSize, workdir: str):
     """A model and its callbacks for one configuration."""
     import mindspore as ms
     from mindspore import nn
 
     from trainer_hooks import HealthMonitor, TrainOneStepWithHealth
 
-    net = build_net()
+    net = build_net(size)
     optimizer = nn.AdamWeightDecay(net.trainable_params(), learning_rate=1e-3)
     log_dir = tempfile.mkdtemp(prefix=f"{config}-", dir=workdir)
     if config == "hooks-default":
@@ -75,14 +102,14 @@ def make_run(config: str, workdir: str):
         cell = nn.TrainOneStepCell(net, optimizer)
     callbacks = []
     if config in ("hooks-default", "monitor-only"):
-        callbacks = [HealthMonitor(log_dir, seq_length=SEQ)]
+        callbacks = [HealthMonitor(log_dir, seq_length=size.seq)]
     elif config == "summary":
         # default collection except the dataset graph, which fails with this protobuf version
         callbacks = [ms.SummaryCollector(log_dir, collect_freq=10, collect_specified_data={"collect_dataset_graph": False})]
     return ms.Model(cell), callbacks
 
 
-def time_steps(model, callbacks, steps: int) -> float:
+def time_steps(model, callbacks, size: ModelSize, steps: int) -> float:
     """Seconds per step from the 2nd to the last step end, callbacks' per-step work included."""
     from mindspore.train.callback import Callback
 
@@ -95,12 +122,44 @@ def time_steps(model, callbacks, steps: int) -> float:
             self.ends.append(time.perf_counter())
 
     clock = StepClock()
-    model.train(1, dataset(steps), callbacks=[clock, *callbacks], dataset_sink_mode=False)
+    model.train(1, dataset(size, steps), callbacks=[clock, *callbacks], dataset_sink_mode=False)
     return (clock.ends[-1] - clock.ends[1]) / (len(clock.ends) - 2)
+
+
+def measure(size: ModelSize, steps: int, rounds: int, workdir: str) -> dict[str, list[float]]:
+    """Seconds per step of every configuration, over interleaved rounds (order rotating)."""
+    configs = ["baseline", "monitor-only", "hooks-default", "summary"]
+    runs = {}
+    for config in configs:
+        model, callbacks = make_run(config, size, workdir)
+        time_steps(model, callbacks, size, 5)  # compile, first imports, writer start
+        runs[config] = (model, callbacks)
+    times: dict[str, list[float]] = {c: [] for c in configs}
+    for round_index in range(rounds):
+        shift = round_index % len(configs)
+        for config in configs[shift:] + configs[:shift]:
+            model, callbacks = runs[config]
+            times[config].append(time_steps(model, callbacks, size, steps))
+    for _, callbacks in runs.values():
+        for callback in callbacks:
+            if hasattr(callback, "_close_quietly"):
+                callback._close_quietly()
+    return times
+
+
+def report(name: str, size: ModelSize, times: dict[str, list[float]], steps: int, rounds: int) -> None:
+    base_min = min(times["baseline"])
+    print(f"\n{name} Transformer LM ({size.describe()}), CPU graph mode, {steps} steps x {rounds} interleaved rounds")
+    print(f"{'configuration':<16}{'median ms/step':>16}{'min ms/step':>13}{'paired ratio':>14}{'min ratio':>11}")
+    for config, values in times.items():
+        median, fastest = statistics.median(values), min(values)
+        paired = statistics.median(t / b for t, b in zip(values, times["baseline"], strict=True))
+        print(f"{config:<16}{median * 1000:>16.2f}{fastest * 1000:>13.2f}{paired:>13.3f}x{fastest / base_min:>10.3f}x")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=(*SIZES, "both"), default="both")
     parser.add_argument("--steps", type=int, default=25, help="steps per configuration and round")
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
@@ -108,34 +167,11 @@ def main() -> None:
     import mindspore as ms
 
     ms.set_context(mode=ms.GRAPH_MODE)
-    configs = ["baseline", "monitor-only", "hooks-default", "summary"]
     workdir = tempfile.mkdtemp(prefix="bench-hooks-")
     os.chdir(workdir)  # MindSpore writes rank_0/ and kernel folders into the cwd
-    runs = {}
-    for config in configs:
-        model, callbacks = make_run(config, workdir)
-        time_steps(model, callbacks, 5)  # compile, first imports, writer start
-        runs[config] = (model, callbacks)
-    times: dict[str, list[float]] = {c: [] for c in configs}
-    for round_index in range(args.rounds):
-        shift = round_index % len(configs)
-        for config in configs[shift:] + configs[:shift]:
-            model, callbacks = runs[config]
-            times[config].append(time_steps(model, callbacks, args.steps))
-    for _, callbacks in runs.values():
-        for callback in callbacks:
-            if hasattr(callback, "_close_quietly"):
-                callback._close_quietly()
-    base_min = min(times["baseline"])
-    print(
-        f"small Transformer LM ({LAYERS} layers, d={D_MODEL}, seq={SEQ}, batch={BATCH}), CPU graph mode, "
-        f"{args.steps} steps x {args.rounds} interleaved rounds"
-    )
-    print(f"{'configuration':<16}{'median ms/step':>16}{'min ms/step':>13}{'paired ratio':>14}{'min ratio':>11}")
-    for config in configs:
-        median, fastest = statistics.median(times[config]), min(times[config])
-        paired = statistics.median(t / b for t, b in zip(times[config], times["baseline"], strict=True))
-        print(f"{config:<16}{median * 1000:>16.2f}{fastest * 1000:>13.2f}{paired:>13.3f}x{fastest / base_min:>10.3f}x")
+    for name in SIZES if args.model == "both" else (args.model,):
+        times = measure(SIZES[name], args.steps, args.rounds, workdir)
+        report(name, SIZES[name], times, args.steps, args.rounds)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,11 @@ def write_logs(root) -> None:
         {"train/loss": (steps[:200], np.ones(200)), "train/grad_norm": (steps[:200], dead), "grad_norm/layers.0.w": (steps[:200], dead)},
     )
     write_scalars(root / "single", {"loss": ([5], [1.0]), "lr": ([5], [0.1])})
+    # As our hooks log it: the loss every 10 steps, and the window maximum that holds the one
+    # step in between whose loss jumped.
+    window_max = loss[9::10] * 1.05
+    window_max[SPIKE_STEP // 10] = 40.0
+    write_scalars(root / "windowed", {"train/loss": (steps[9::10], loss[9::10]), "train/loss_max": (steps[9::10], window_max)})
 
 
 def append_scalars(run_dir, tag: str, steps, values) -> None:
@@ -190,6 +195,33 @@ def test_run_view_draws_every_chart_and_the_heatmap(tensorboard, page):
     tab.screenshot("run-view")
 
 
+def test_the_loss_chart_shows_the_window_maximum_between_logged_points(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "windowed")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`)?.dataset.state === 'ready'")
+    assert float(chart(tab, "loss")["max"]) == 40.0  # from train/loss_max: the logged loss never exceeds 3.5
+    legend = tab.eval("w => [...w.document.querySelectorAll(`[data-chart='loss'] .u-legend .u-label`)].map(l => l.textContent)")
+    assert "window max" in legend
+    # hovering the spike's step reads it off the window-maximum line
+    box = tab.frame.locator("[data-chart='loss'] .u-over").bounding_box()
+    xmin, xmax = int(chart(tab, "loss")["xmin"]), int(chart(tab, "loss")["xmax"])
+    spike_at = SPIKE_STEP // 10 * 10 + 9
+    page.mouse.move(box["x"] + box["width"] * (spike_at - xmin) / (xmax - xmin), box["y"] + box["height"] / 2)
+    read = tab.wait_until(
+        """w => {
+          const rows = [...w.document.querySelectorAll(`[data-chart='loss'] .u-legend .u-series`)];
+          const row = rows.find(r => r.querySelector('.u-label')?.textContent === 'window max');
+          const value = row?.querySelector('.u-value')?.textContent;
+          return value && value !== '—' && value;
+        }""",
+        timeout_s=5,
+    )
+    assert float(read) == 40.0
+    assert page.errors == []
+    tab.screenshot("window-max")
+
+
 def test_clicking_a_finding_zooms_every_chart_to_it(tensorboard, page):
     tab = HealthTab(page, tensorboard).open()
     overview_runs(tab)
@@ -198,8 +230,6 @@ def test_clicking_a_finding_zooms_every_chart_to_it(tensorboard, page):
         "w => [...w.document.querySelectorAll('li.finding')].map(f => [f.dataset.kind, Number(f.dataset.step)])"
     )
     spikes = [step for kind, step in steps if kind == "loss_spike"]
-    if not spikes:
-        pytest.skip(f"the loss-spike detector reported nothing here yet (findings: {steps})")
     assert any(abs(step - SPIKE_STEP) <= 2 for step in spikes)
     tab.frame.locator(f"li.finding[data-kind='loss_spike'][data-step='{spikes[0]}']").click()
     tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom")
@@ -260,7 +290,7 @@ def test_overview_sorts_and_filters(tensorboard, page):
     )
     tab.frame.locator("th[data-sort='last_step']").click()  # descending first
     steps = tab.eval(top_level_last_steps)
-    assert steps == sorted(steps, reverse=True) and len(steps) == 6  # 5 runs and the job
+    assert steps == sorted(steps, reverse=True) and len(steps) == 7  # 6 runs and the job
     tab.frame.locator("th[data-sort='last_step']").click()
     assert tab.eval(top_level_last_steps) == sorted(steps)
     tab.frame.locator("th[data-sort='status']").click()

@@ -1,5 +1,6 @@
 // A scalar series drawn as a min/max envelope with its mean, from the server's downsampled
-// buckets (uPlot). Finding markers and non-finite points are drawn on top.
+// buckets (uPlot), optionally with a window-maximum series above it. Finding markers and
+// non-finite points are drawn on top.
 
 import uPlot from 'uplot';
 
@@ -27,9 +28,13 @@ export interface EnvelopeOptions {
   wide?: boolean;
   color?: string;
   markers?: () => Marker[];
+  /** A series of window maxima (our hooks' `train/loss_max`): every step's worst value between
+   * two logged points, drawn dashed over the envelope so a one-step spike shows on the chart. */
+  peakTag?: string;
 }
 
 const NONFINITE_COLOR = '#d93025';
+const WINDOW_MAX_COLOR = '#e8710a';
 
 // uPlot passes null for ticks it leaves unlabelled (log axes), so both formatters accept it.
 export function stepAxisValues(_u: uPlot, splits: (number | null)[]): string[] {
@@ -123,7 +128,7 @@ export class EnvelopeChart implements GroupMember {
 
   /** Legend labels in the current language. */
   relabel(): void {
-    const labels = [t('step'), t('mean'), t('min'), t('max')];
+    const labels = [t('step'), t('mean'), t('min'), t('max'), t('windowMax')];
     this.plot?.root.querySelectorAll('.u-legend .u-series .u-label').forEach((node, i) => {
       if (labels[i]) node.textContent = labels[i];
     });
@@ -141,9 +146,13 @@ export class EnvelopeChart implements GroupMember {
     this.card.root.dataset.state = 'loading';
     try {
       const width = plotWidth(this.card.body);
-      const data = await api.series(this.options.run, this.options.tag, width, this.group.zoom, controller.signal);
+      const zoom = this.group.zoom;
+      const [data, peak] = await Promise.all([
+        api.series(this.options.run, this.options.tag, width, zoom, controller.signal),
+        this.options.peakTag ? this.peakSeries(this.options.peakTag, width, controller.signal) : null,
+      ]);
       if (controller.signal.aborted) return;
-      this.show(data);
+      this.show(data, peak);
     } catch (error) {
       if (isAbort(error)) return;
       this.plot?.destroy();
@@ -155,15 +164,30 @@ export class EnvelopeChart implements GroupMember {
     }
   }
 
-  private show(data: SeriesResponse): void {
+  /** The window maxima, or none when they cannot be had: the chart still shows the series. */
+  private async peakSeries(tag: string, width: number, signal: AbortSignal): Promise<SeriesResponse | null> {
+    try {
+      return await api.series(this.options.run, tag, width, this.group.zoom, signal);
+    } catch (error) {
+      if (isAbort(error)) throw error;
+      return null;
+    }
+  }
+
+  private show(data: SeriesResponse, peak: SeriesResponse | null = null): void {
     const positive = (v: number | null) => (v !== null && v > 0 ? v : null);
     const fix = this.options.log ? (values: (number | null)[]) => values.map(positive) : (values: (number | null)[]) => values;
-    const table: uPlot.AlignedData = [data.steps, fix(data.mean), fix(data.min), fix(data.max)];
-    this.nonfinite = data.nonfinite.map((p) => p.step);
+    let table: uPlot.AlignedData = [data.steps, fix(data.mean), fix(data.min), fix(data.max)];
+    if (this.options.peakTag) {
+      // both series on one step axis; a step logged in only one of them is not a gap in the other
+      const peaks: uPlot.AlignedData = peak ? [peak.steps, fix(peak.max)] : [[], []];
+      table = uPlot.join([table, peaks]);
+    }
+    this.nonfinite = [...data.nonfinite, ...(peak?.nonfinite ?? [])].map((p) => p.step);
     this.card.root.dataset.points = String(data.total_points);
     this.card.root.dataset.buckets = String(data.steps.length);
-    const peak = data.max.reduce<number | null>((a, v) => (v !== null && (a === null || v > a) ? v : a), null);
-    this.card.root.dataset.max = peak === null ? '' : String(peak);
+    const highest = [...data.max, ...(peak?.max ?? [])].reduce<number | null>((a, v) => (v !== null && (a === null || v > a) ? v : a), null);
+    this.card.root.dataset.max = highest === null ? '' : String(highest);
     const hiddenOnLog = this.options.log ? data.min.filter((v) => v !== null && v <= 0).length : 0;
     if (data.steps.length === 0 && data.nonfinite.length === 0) {
       this.card.setState('empty', 'noData');
@@ -200,6 +224,9 @@ export class EnvelopeChart implements GroupMember {
         {label: t('mean'), stroke: color, width: 1.5, value: (_u, v) => formatNumber(v)},
         {label: t('min'), stroke: `${color}66`, width: 1, value: (_u, v) => formatNumber(v)},
         {label: t('max'), stroke: `${color}66`, width: 1, value: (_u, v) => formatNumber(v)},
+        ...(this.options.peakTag
+          ? [{label: t('windowMax'), stroke: WINDOW_MAX_COLOR, width: 1, dash: [4, 3], value: (_u: uPlot, v: number | null) => formatNumber(v)}]
+          : []),
       ],
       bands: [{series: [3, 2], fill: `${color}22`}],
       hooks: {

@@ -21,10 +21,11 @@ interface ChartPlan {
   wide?: boolean;
   markers?: boolean;
   optional?: boolean; // no "not logged" row when absent
+  peakRole?: string; // a window-maximum series drawn over this one when logged
 }
 
 const CHARTS: ChartPlan[] = [
-  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], color: '#1a73e8', height: 220, wide: true, markers: true},
+  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], peakRole: 'loss_max', color: '#1a73e8', height: 220, wide: true, markers: true},
   {id: 'lr', titleKey: 'chartLr', roles: ['lr'], color: '#188038', markers: true},
   {id: 'grad_norm', titleKey: 'chartGradNorm', roles: ['grad_norm'], color: '#a142f4', log: true, markers: true},
   {id: 'loss_scale', titleKey: 'chartLossScale', roles: ['loss_scale'], color: '#e37400', log: true},
@@ -197,6 +198,7 @@ export class RunView {
           height: plan.height,
           wide: plan.wide,
           markers: plan.markers ? () => this.markers() : undefined,
+          peakTag: plan.peakRole ? signals[plan.peakRole] : undefined,
         },
         group,
       );
