@@ -59,6 +59,13 @@ def test_every_demo_problem_is_flagged_on_its_run_and_healthy_runs_stay_quiet(re
 
 
 @pytest.mark.mindspore
+def test_the_corrupted_batch_is_blamed_on_the_batch_not_the_learning_rate(report):
+    run = next(r for r in report["runs"] if r["run"] == "corrupted_batch/rank_0")
+    causes = [f["evidence"].get("cause") for f in run["findings"] if f["kind"] == "loss_spike"]
+    assert causes and all(cause == "bad_batch" for cause in causes), causes
+
+
+@pytest.mark.mindspore
 def test_demo_runs_carry_the_hooks_signals(report, demo_logdir):
     from tb_health_plugin.readers import read_logdir
 

@@ -16,13 +16,13 @@ STEPS = np.arange(N) * 10
 SPIKE = 150
 
 
-def run_with(grad_spike: bool, scale_drop: bool = False, lr_jump: bool = False) -> RunSignals:
+def run_with(grad_spike: bool, scale_drop: bool = False, lr_jump: bool = False, grad_points: int = 6) -> RunSignals:
     rng = np.random.default_rng(0)
     loss = 2 * np.exp(-STEPS / 1000) + 0.3 + rng.normal(0, 0.01, N)
     loss[SPIKE] *= 4
     grad = np.exp(rng.normal(0, 0.2, N))
-    if grad_spike:
-        grad[SPIKE] *= 30
+    if grad_spike:  # from the spike's step on, for `grad_points` logged points
+        grad[SPIKE : SPIKE + grad_points] *= 30
     scalars = {"train/loss": loss, "train/grad_norm": grad}
     if scale_drop:
         scale = np.full(N, 2.0**15)
@@ -38,6 +38,12 @@ def run_with(grad_spike: bool, scale_drop: bool = False, lr_jump: bool = False) 
 
 def spike_finding(extra: list[Finding] = ()) -> list[Finding]:
     return [Finding("loss_spike", "warning", int(STEPS[SPIKE]), "train/loss", "The loss spiked."), *extra]
+
+
+def test_a_one_step_spike_of_loss_and_gradients_that_settles_at_once_is_a_bad_batch():
+    explained = explain(spike_finding(), run_with(True, grad_points=1))[0]
+    assert explained.evidence["cause"] == "bad_batch"
+    assert explained.evidence["related"]["grad_norm_settled_after"] is True
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,19 @@ def test_warmup_bumps_are_info_at_most():
     assert loss_divergence(steps, np.exp(y), "loss", schedule) == []
 
 
+def test_a_blow_up_during_warm_up_that_never_comes_back_is_a_critical_divergence():
+    # As the demo's learning rate far too high: the loss explodes within warm-up, then falls
+    # from its peak but ends 200x above the untrained model's loss.
+    steps, y = curve(600, interval=5, seed=5)
+    lr = np.minimum(1.0, steps / steps[60]) * 0.3
+    y[2:] += np.minimum(np.log(2e5), 1.5 * np.arange(598)) - np.log(1e3) * np.minimum(1.0, np.arange(598) / 200)
+    schedule = infer_schedule(steps, steps, lr)
+    found = loss_divergence(steps, np.exp(y), "loss", schedule)
+    assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]
+    assert found[0].step <= steps[3]
+    assert found[0].evidence["ratio_end_to_start"] > 10
+
+
 def test_one_step_spike_between_logged_points_is_visible_in_the_window_maximum():
     rng = np.random.default_rng(5)
     per_step = np.exp(np.log(2.0) + 0.03 * rng.standard_normal(20000))

@@ -186,8 +186,11 @@ export class Overview {
   private entries(): Entry[] {
     const byJob = new Map<string, RunSummary[]>();
     const entries: Entry[] = [];
+    // a job of one rank is just a run: a group row over it would only repeat it
+    const ranks = new Map<string, number>();
+    for (const run of this.runs) if (run.job) ranks.set(run.job, (ranks.get(run.job) ?? 0) + 1);
     for (const run of this.runs.filter((r) => this.matches(r))) {
-      if (run.job === null || run.job === undefined) entries.push({job: null, members: [run], aggregate: run});
+      if (!run.job || (ranks.get(run.job) ?? 0) < 2) entries.push({job: null, members: [run], aggregate: run});
       else byJob.set(run.job, [...(byJob.get(run.job) ?? []), run]);
     }
     for (const [job, members] of byJob) entries.push({job, members, aggregate: aggregateJob(job, members)});

@@ -7,10 +7,14 @@ the numbers it rests on). A finding that already carries `advice` gets only the 
 The causes, by kind:
 
 * loss spike / divergence: a gradient-norm spike together with a loss-scale drop or an overflow
-  flag -> mixed-precision overflow; a learning-rate rise at that step -> the schedule; a
-  gradient-norm spike alone -> an unstable update; gradients that stayed normal -> the data of
-  that step (a large loss on a batch normally comes with a large gradient; when it does not,
-  the batch itself is odd, e.g. mislabelled or corrupt).
+  flag -> mixed-precision overflow; a learning-rate rise at that step -> the schedule; a loss
+  spike of one logged point whose gradient norm falls `SPIKE_FACTOR`-fold from its peak within
+  the next `SETTLE_POINTS` gradient points -> one bad batch (a batch that yields a huge loss also yields huge gradients,
+  and training goes on as before once it has passed, whereas an update too large for the loss
+  surface leaves the weights, and so the gradients, disturbed for a while); any other
+  gradient-norm spike -> an unstable update; gradients that stayed normal -> the data of that
+  step (a large loss on a batch normally comes with a large gradient; when it does not, the
+  batch itself is odd, e.g. mislabelled or corrupt).
 * non-finite values: which series went NaN/Inf first (a parameter's or the global gradient norm
   before the loss -> the backward pass overflowed; the loss first or at the same step -> the
   forward pass or the loss itself).
@@ -38,6 +42,7 @@ SPIKE_FACTOR = 3.0
 BASELINE_POINTS = 20
 LR_RISE = 1.2
 LR_IDLE_SHARE = 0.01
+SETTLE_POINTS = 2
 MARK = "Likely cause:"
 
 CAUSES: dict[str, tuple[str, str]] = {
@@ -52,6 +57,12 @@ CAUSES: dict[str, tuple[str, str]] = {
     "unstable_update": (
         "the gradient norm spiked with the loss, an update too large for the loss surface",
         "clip the gradient norm, lower the peak learning rate or lengthen warm-up",
+    ),
+    "bad_batch": (
+        "the loss and the gradient norm jumped together for one step and were back to normal right "
+        "after, so one batch most likely caused both (corrupt, mislabelled or out-of-distribution "
+        "samples) rather than the weights drifting",
+        "inspect and filter the samples of that step; gradient clipping limits the harm such batches do",
     ),
     "data": (
         "the gradients stayed normal, so the batch of that step is the likely culprit (corrupt, "
@@ -128,7 +139,13 @@ def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tu
             related.update(_nonfinite_cause(signals)[1])
         return "exploding_gradients", related
     if finding.kind in ("loss_spike", "divergence"):
-        return _loss_event_cause(signals, findings, start, end)
+        cause, related = _loss_event_cause(signals, findings, start, end)
+        if cause == "unstable_update" and finding.kind == "loss_spike" and start == end:
+            settled = _settled_after(signals.grad_norm_max or signals.grad_norm, end)
+            related["grad_norm_settled_after"] = settled
+            if settled:
+                return "bad_batch", related
+        return cause, related
     if finding.kind == "nonfinite":
         return _nonfinite_cause(signals)
     if finding.kind == "exploding_gradients":
@@ -188,6 +205,19 @@ def _spike(series: ScalarSeries | None, start: int, end: int) -> tuple[bool | No
         return None, None
     ratio = float(np.max(inside) / np.median(before))
     return ratio >= SPIKE_FACTOR, ratio
+
+
+def _settled_after(series: ScalarSeries | None, end: int) -> bool | None:
+    """Whether the `SETTLE_POINTS` points after the one-interval window past `end` have fallen
+    back below the window's peak by `SPIKE_FACTOR` or more."""
+    window = _window(series, end, end)
+    if window is None:
+        return None
+    inside = window[1]
+    after = series.values[series.steps > end + _gap(series)][:SETTLE_POINTS]
+    if after.size < SETTLE_POINTS or not np.all(np.isfinite(inside)):
+        return None
+    return bool(np.all(np.isfinite(after)) and np.all(after * SPIKE_FACTOR <= np.max(inside)))
 
 
 def _dropped(series: ScalarSeries | None, start: int, end: int) -> bool:

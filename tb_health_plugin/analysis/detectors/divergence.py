@@ -26,6 +26,16 @@ Method (excess over the running best, on the log of the loss):
    threshold, or its peak within `SUDDEN_POINTS` of its onset) is not a divergence but a
    long-lived loss spike (a bad batch that damaged the weights for a while), reported as
    `loss_spike`.
+6. A run that ends far above where it started diverged, whatever happened in between (the
+   running best of step 1 starts after warm-up, so a blow-up during warm-up that the run never
+   climbs back from would otherwise pass as an "early bump" and a partial recovery). The loss
+   of the untrained model is the highest a sane run should see again: the median of the last
+   `EDGE_POINTS` smoothed points more than `max(Z_EXCESS sigma, ENDS_ABOVE_START)` above the
+   lowest of the first `EDGE_POINTS` logged values (a blow-up can begin within them) is a
+   critical divergence, from the first point that rose beyond
+   that margin. `ENDS_ABOVE_START` = log(2): twice the initial loss at the end means the weights
+   are worse than the random initialisation, far beyond what noise, epoch effects or a
+   data-mixture change do.
 """
 
 from __future__ import annotations
@@ -45,6 +55,8 @@ ONSET_Z = 2.0
 MAX_SPIKE_POINTS = 8
 MIN_POINTS = 8
 SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onset is a jump
+EDGE_POINTS = 5  # points at each end of the run compared by step 6
+ENDS_ABOVE_START = float(np.log(2.0))
 
 
 def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -114,8 +126,9 @@ def _finite_divergence(
     above = np.zeros(n, dtype=bool)
     above[settled_from:] = excess[settled_from:] > threshold
     labels, count = ndimage.label(above)
+    ended_above = _ended_above_start(steps, values, y, smooth, sigma, tag, what)
     if count == 0:
-        return None, False, []
+        return ended_above, ended_above is not None, []
     divergence: Finding | None = None
     divergence_open = False
     long_spikes: list[Finding] = []
@@ -136,7 +149,50 @@ def _finite_divergence(
             steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
         )
         divergence_open = open_at_end
+    if ended_above is not None and not divergence_open:
+        divergence, divergence_open = ended_above, True
     return divergence, divergence_open, long_spikes
+
+
+def _ended_above_start(steps, values, y, smooth, sigma, tag, what) -> Finding | None:
+    """Step 6 of the module doc: the run ends far above the loss of the untrained model."""
+    if y.size < 4 * EDGE_POINTS:
+        return None
+    start_level = float(np.min(y[:EDGE_POINTS]))  # a blow-up can begin within the first points
+    end_level = float(np.median(smooth[-EDGE_POINTS:]))
+    margin = max(Z_EXCESS * sigma, ENDS_ABOVE_START)
+    if end_level - start_level <= margin:
+        return None
+    first_above = int(np.argmax(smooth - start_level > margin))
+    near = np.flatnonzero(y[:first_above] - start_level <= ONSET_Z * sigma)
+    onset = int(near[-1]) + 1 if near.size else 0
+    peak = int(np.argmax(y))
+    last_healthy = int(steps[onset - 1]) if onset > 0 else None
+    ratio = float(np.exp(end_level - start_level))
+    return Finding(
+        kind="divergence",
+        severity="critical",
+        step=int(steps[onset]),
+        tag=tag,
+        message=(
+            f"The {what} rises from step {int(steps[onset])} (peak {float(values[peak]):.4g} at step "
+            f"{int(steps[peak])}) and ends {ratio:.3g}x above where it started: the weights are worse "
+            "than at initialisation; "
+            + (f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate, "
+               "longer warm-up or gradient clipping." if last_healthy is not None
+               else "lower the learning rate, lengthen warm-up or clip gradients.")
+        ),
+        evidence={
+            "start_loss": _level(values, y, start_level),
+            "end_loss": _level(values, y, end_level),
+            "ratio_end_to_start": ratio,
+            "peak_loss": float(values[peak]),
+            "peak_step": int(steps[peak]),
+            "margin_log": float(margin),
+            "noise_sigma_log": float(sigma),
+            "last_healthy_step": last_healthy,
+        },
+    )
 
 
 def _divergence_finding(
