@@ -124,8 +124,9 @@ def reaches(report: dict, fail_on: str) -> bool:
     return any(SEVERITY_RANK[f["severity"]] >= threshold for run in report["runs"] for f in run["findings"])
 
 
-def render_text(report: dict[str, Any], fail_on: str = "critical") -> str:
-    """One line per run (verdict, name, steps, counts), then its findings indented."""
+def render_text(report: dict[str, Any], fail_on: str | None = "critical") -> str:
+    """One line per run (verdict, name, steps, counts), then its findings indented; last, the
+    exit code `--fail-on` gives (left out with `fail_on=None`, where nothing exits on it)."""
     runs = report["runs"]
     counts = {status: sum(r["status"] == status for r in runs) for status in ("critical", "warning", "healthy", "no_data")}
     summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
@@ -141,8 +142,9 @@ def render_text(report: dict[str, Any], fail_on: str = "critical") -> str:
             lines.append(
                 f"    step {finding['step']:>8}  {finding['severity']:<8} {finding['kind']:<20} {finding['message']}"
             )
-    reached = reaches(report, fail_on)
-    lines.append(f"exit {EXIT_FINDINGS if reached else EXIT_OK} (--fail-on {fail_on})")
+    if fail_on is not None:
+        reached = reaches(report, fail_on)
+        lines.append(f"exit {EXIT_FINDINGS if reached else EXIT_OK} (--fail-on {fail_on})")
     return "\n".join(lines) + "\n"
 
 

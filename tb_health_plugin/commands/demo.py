@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except DemoTrainingFailed as error:
         print(str(error), file=sys.stderr)
         return 1
-    print(render_text(check_logdir(str(logdir))))
+    print(render_text(check_logdir(str(logdir)), fail_on=None))
     if args.no_serve:
         return 0
     return serve(logdir, args.host, args.port)
