@@ -351,9 +351,15 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, 
         status = tab.eval("w => w.document.querySelector('.run-header .badge').className.match(/status-(\\w+)/)[1]")
         zh_status = {"critical": "严重", "warning": "警告", "healthy": "健康"}[status]
         assert tab.eval(texts) == ["损失", "均值", zh_status, "重置缩放"]
+        # the findings speak Chinese too, keeping the English message (it carries the numbers)
+        spike = "w => w.document.querySelector(`li.finding[data-kind='loss_spike']`).innerText"
+        spike_zh = tab.eval(spike)
+        assert "损失尖峰" in spike_zh and "损失突然短暂跳升" in spike_zh and "建议" in spike_zh
+        assert "原文" in spike_zh and "above its local trend" in spike_zh
         tab.screenshot("run-view-zh")
         tab.frame.locator("button.lang[data-lang='en']").click()
         assert tab.eval(texts) == ["Loss", "mean", status, "Reset zoom"]
+        assert "损失" not in tab.eval(spike) and "Advice" in tab.eval(spike)
 
 
 def test_tensorboard_reload_button_refreshes_the_tab(tensorboard, page):

@@ -4,7 +4,8 @@
 import type {Finding} from './api';
 import {el} from './dom';
 import {formatEvidence, formatStep} from './format';
-import {bindText, label, t} from './i18n';
+import {findingTextZh} from './findingsZh';
+import {bindText, label, lang, t} from './i18n';
 
 export function findingKey(finding: Finding): string {
   return `${finding.kind}@${finding.step}:${finding.tag}`;
@@ -31,6 +32,19 @@ function evidenceList(evidence: Record<string, unknown>): HTMLElement | null {
     {class: 'evidence'},
     entries.flatMap(([name, value]) => [el('dt', {text: name}), el('dd', {text: formatEvidence(value)})]),
   );
+}
+
+/** In Chinese: the kind's meaning, the likely cause and what to do, then the English message
+ * (it carries this finding's numbers) as the detail. */
+function chineseBody(finding: Finding): HTMLElement[] {
+  const text = findingTextZh(finding.kind, finding.severity, finding.evidence?.cause);
+  const parts: (HTMLElement | null)[] = [
+    el('p', {class: 'finding-message', text: text.meaning || finding.message}),
+    text.cause ? el('p', {class: 'finding-cause'}, [el('strong', {text: '可能原因：'}), text.cause]) : null,
+    text.todo ? el('p', {class: 'finding-advice'}, [el('strong', {text: '建议：'}), text.todo]) : null,
+    text.meaning ? el('p', {class: 'finding-original muted', attrs: {lang: 'en'}}, [el('strong', {text: '原文：'}), finding.message]) : null,
+  ];
+  return parts.filter((node): node is HTMLElement => node !== null);
 }
 
 export function renderFindings(
@@ -66,10 +80,10 @@ export function renderFindings(
           el('span', {class: 'finding-kind', text: label('kind', finding.kind)}),
           el('span', {class: 'finding-steps', text: stepText(finding)}),
         ]),
-        el('p', {class: 'finding-message', text: finding.message}),
+        ...(lang() === 'zh' ? chineseBody(finding) : [el('p', {class: 'finding-message', text: finding.message})]),
         finding.tag ? el('div', {class: 'finding-tag', text: finding.tag}) : null,
         finding.evidence ? evidenceList(finding.evidence) : null,
-        advice ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}: `}), advice]) : null,
+        advice && lang() !== 'zh' ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}: `}), advice]) : null,
       ],
     );
     return item;
