@@ -2,7 +2,7 @@
 
 MindSpore has no function returning the global norm. Squaring float32 gradients directly
 underflows to 0 below about 1e-19 and overflows to inf above about 1e19 (NOTES.md). The fast
-path takes each gradient's dot product with itself (one kernel per parameter); only when a sum is not safely
+path squares and sums each gradient (two kernels per parameter); only when a sum is not safely
 inside float32's range (zero, below 2^-100, or not finite) is every norm recomputed as
 `peak * sqrt(sum((x / peak)^2))` with `peak = max|x|`, exact for any finite input, NaN/Inf kept.
 The result is ONE small float32 vector, `[global, p_1, ..., p_k]`, the only thing the host has
@@ -15,7 +15,6 @@ import mindspore as ms
 from mindspore import ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
-from mindspore.ops import functional as F
 
 FLOAT32_TINY = 1.1754944e-38  # smallest normal float32: the divisor floor for an all-zero tensor
 # A sum of squares below this may have lost terms to underflow (2^-100: float32 keeps 24-bit
@@ -28,12 +27,8 @@ _square_sum = C.MultitypeFuncGraph("tb_health_square_sum")
 
 @_square_sum.register("Tensor")
 def _plain_square_sum(tensor):
-    # One dot product of the flattened tensor with itself: a single kernel per parameter where
-    # multiply-then-sum takes two (each kernel launch costs tens of microseconds on the CPU).
-    values = ops.reshape(tensor, (-1,))
-    if F.dtype(values) != mstype.float32:
-        values = ops.cast(values, mstype.float32)
-    return ops.tensor_dot(values, values, 1)
+    values = ops.cast(tensor, mstype.float32)
+    return ops.reduce_sum(values * values)
 
 
 @_param_norm.register("Tensor")

@@ -149,7 +149,7 @@ export class EnvelopeChart implements GroupMember {
       const zoom = this.group.zoom;
       const [data, peak] = await Promise.all([
         api.series(this.options.run, this.options.tag, width, zoom, controller.signal),
-        this.options.peakTag ? this.peakSeries(this.options.peakTag, width, controller.signal) : null,
+        this.options.peakTag ? this.peakSeries(this.options.peakTag, width, zoom, controller.signal) : null,
       ]);
       if (controller.signal.aborted) return;
       this.show(data, peak);
@@ -165,9 +165,9 @@ export class EnvelopeChart implements GroupMember {
   }
 
   /** The window maxima, or none when they cannot be had: the chart still shows the series. */
-  private async peakSeries(tag: string, width: number, signal: AbortSignal): Promise<SeriesResponse | null> {
+  private async peakSeries(tag: string, width: number, zoom: Range | null, signal: AbortSignal): Promise<SeriesResponse | null> {
     try {
-      return await api.series(this.options.run, tag, width, this.group.zoom, signal);
+      return await api.series(this.options.run, tag, width, zoom, signal);
     } catch (error) {
       if (isAbort(error)) throw error;
       return null;

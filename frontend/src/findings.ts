@@ -40,9 +40,9 @@ function chineseBody(finding: Finding): HTMLElement[] {
   const text = findingTextZh(finding.kind, finding.severity, finding.evidence?.cause);
   const parts: (HTMLElement | null)[] = [
     el('p', {class: 'finding-message', text: text.meaning || finding.message}),
-    text.cause ? el('p', {class: 'finding-cause'}, [el('strong', {text: '可能原因：'}), text.cause]) : null,
-    text.todo ? el('p', {class: 'finding-advice'}, [el('strong', {text: '建议：'}), text.todo]) : null,
-    text.meaning ? el('p', {class: 'finding-original muted', attrs: {lang: 'en'}}, [el('strong', {text: '原文：'}), finding.message]) : null,
+    text.cause ? el('p', {class: 'finding-cause'}, [el('strong', {text: `${t('likelyCause')}：`}), text.cause]) : null,
+    text.todo ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}：`}), text.todo]) : null,
+    text.meaning ? el('p', {class: 'finding-original muted', attrs: {lang: 'en'}}, [el('strong', {text: `${t('originalMessage')}：`}), finding.message]) : null,
   ];
   return parts.filter((node): node is HTMLElement => node !== null);
 }

@@ -139,13 +139,8 @@ def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tu
             related.update(_nonfinite_cause(signals)[1])
         return "exploding_gradients", related
     if finding.kind in ("loss_spike", "divergence"):
-        cause, related = _loss_event_cause(signals, findings, start, end)
-        if cause == "unstable_update" and finding.kind == "loss_spike" and start == end:
-            settled = _settled_after(signals.grad_norm_max or signals.grad_norm, end)
-            related["grad_norm_settled_after"] = settled
-            if settled:
-                return "bad_batch", related
-        return cause, related
+        one_point_spike = finding.kind == "loss_spike" and start == end
+        return _loss_event_cause(signals, findings, start, end, one_point_spike)
     if finding.kind == "nonfinite":
         return _nonfinite_cause(signals)
     if finding.kind == "exploding_gradients":
@@ -237,7 +232,7 @@ def _lr_rose(signals: RunSignals, findings: list[Finding], start: int, end: int)
     return False
 
 
-def _loss_event_cause(signals, findings, start, end) -> tuple[str | None, dict]:
+def _loss_event_cause(signals, findings, start, end, one_point_spike: bool) -> tuple[str | None, dict]:
     grad_series = signals.grad_norm_max or signals.grad_norm
     spiked, ratio = _spike(grad_series, start, end)
     related: dict[str, Any] = {"grad_norm_ratio": ratio}
@@ -249,6 +244,10 @@ def _loss_event_cause(signals, findings, start, end) -> tuple[str | None, dict]:
         return "lr_change", related
     if spiked and (scale_drop or overflowed):
         return "mixed_precision_overflow", related
+    if spiked and one_point_spike:
+        related["grad_norm_settled_after"] = _settled_after(grad_series, end)
+        if related["grad_norm_settled_after"]:
+            return "bad_batch", related
     if spiked:
         return "unstable_update", related
     if spiked is False:

@@ -164,8 +164,7 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what) -> Finding | 
     if end_level - start_level <= margin:
         return None
     first_above = int(np.argmax(smooth - start_level > margin))
-    near = np.flatnonzero(y[:first_above] - start_level <= ONSET_Z * sigma)
-    onset = int(near[-1]) + 1 if near.size else 0
+    onset = _onset(y, np.full(y.size, start_level), sigma, first_above, 0)
     peak = int(np.argmax(y))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
     ratio = float(np.exp(end_level - start_level))
