@@ -1,7 +1,8 @@
-"""The logged learning rate against what a warm-up plus decay schedule can do.
+"""The logged learning rate against what a warm-up plus decay schedule, or a planned cycle, can do.
 
 A schedule rises during warm-up and then never rises again (constant, linear, cosine, step,
-exponential, inverse-sqrt and warm-up-stable-decay all share this). So the problems are
+exponential, inverse-sqrt, one-cycle and warm-up-stable-decay all share this), unless it is a
+planned cyclic schedule whose rises follow a pattern (below). So the problems are
 model-free and exact on the logged values, which carry no noise:
 
 * rise outside warm-up: after the warm-up peak, the rate goes up by more than `RISE_TOLERANCE`.
@@ -14,13 +15,12 @@ model-free and exact on the logged values, which carry no noise:
   or grow by a constant factor (within `PERIOD_TOLERANCE`, 25%, plus two logging intervals;
   with only two cycle lengths to compare, by a whole factor, as PyTorch's `T_mult` must be),
   and every cycle bottoms out at the same rate (within `TROUGH_BAND`, 10% of the peak, plus
-  what a coarse logging interval hides: SGDR's `eta_min`, CLR's base rate). A single restart
-  shows no pattern and is reported. A restart by a resume never is (the logs show it), and a rise
-  without that pattern (one reset to the peak, irregular resets, resets from different levels)
-  is a reset or a jump. More than `MAX_RISES` rises are a cyclic schedule by design.
-  Inside the initial rise, a `FLAT_JUMP_FACTOR` (2x) leap in one
-  logged step after the rate sat still for `FLAT_MIN_SHARE` of the run is a jump too: warm-ups
-  ramp, they do not wait and then leap.
+  what a coarse logging interval hides: SGDR's `eta_min`, CLR's base rate). Rises at a logged
+  resume are never planned, and rises without that pattern (a single reset to the peak, which
+  shows no period, irregular resets, resets from different levels) are resets or jumps. More
+  than `MAX_RISES` rises are a cyclic schedule by design. Inside the initial rise, a
+  `FLAT_JUMP_FACTOR` (2x) leap in one logged step after the rate sat still for `FLAT_MIN_SHARE`
+  of the run is a jump too: warm-ups ramp, they do not wait and then leap.
 * zero too early: the rate is `ZERO_SHARE_OF_PEAK` of its peak or less for
   `ZERO_MIN_SHARE` of the post-warm-up points before the last `TAIL_SHARE` of the run: those steps
   cost compute and train nothing (critical).

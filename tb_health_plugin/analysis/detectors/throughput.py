@@ -17,9 +17,9 @@ anybody should act:
   median level minus the baseline, times the steps each point stands for), over the whole run's
   time. A warning needs `MATERIAL_SHARE` (5%): a run's wall time on shared hardware varies by a
   few percent from one launch to the next (co-tenants, storage, network), so a smaller loss
-  cannot be told from that variation and is not worth a person's investigation; 5% is also the
-  smallest loss a minimal 1.25x slowdown reaches when it covers a fifth of the run. The target
-  "no alarm below 1% of the run" holds with a margin of 5x. Critical from `CRITICAL_SHARE`
+  cannot be told from that variation and is not worth a person's investigation. It is about
+  what the smallest slowdown found (1.25x) costs over a fifth of the run, and 5x the 1% below
+  which no slowdown may raise an alarm. Critical from `CRITICAL_SHARE`
   (50%): the run took twice as long as its own earlier pace promised.
 * duration: the slow segment must last `SUSTAINED_SECONDS` (60 s) of wall-clock time. The
   passing causes of slowness (a checkpoint write, an evaluation pass, a page-cache flush, another
