@@ -19,6 +19,7 @@ SCALAR_SPELLINGS: dict[str, tuple[str, ...]] = {
     "overflow": ("train/overflow", "overflow"),
     "step_time_ms": ("train/step_time_ms",),
     "step_time_s": ("iteration-time", "train/iteration_time", "iteration_time"),
+    "host_time_ms": ("train/host_time_ms",),  # time outside the compiled step (our hooks)
     "throughput": ("train/throughput", "throughput"),
     "eval_loss": ("eval/loss", "eval_loss", "val_loss", "Loss/eval", "validation/loss", "eval/lm_loss"),
     "loss_max": ("train/loss_max",),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tb_health_plugin.analysis.checks.loss_scale import loss_scale_check
 from tb_health_plugin.analysis.detectors.loss_scale import analyse_loss_scale
@@ -12,20 +13,31 @@ from tb_health_plugin.series import RunData, ScalarSeries
 FP16_MAX = 65504.0
 
 
-def simulate(steps=8000, window=1000, forced_rate=0.0, forced_from=0, growth_every=None, seed=0):
+def simulate(
+    steps=8000,
+    window=1000,
+    forced_rate=0.0,
+    forced_from=0,
+    growth_every=None,
+    seed=0,
+    sigma=0.4,
+    grad_scale=1.0,
+    init=2.0**24,
+    min_scale=1.0,
+):
     """A dynamic loss-scale manager over gradients of random size; returns (scales, overflow flags)."""
     rng = np.random.default_rng(seed)
-    grad = np.exp(rng.normal(0, 0.4, steps))  # settles near 2^16 = FP16_MAX / 1
+    grad = grad_scale * np.exp(rng.normal(0, sigma, steps))  # settles near FP16_MAX / grad_scale
     if growth_every:
         grad[forced_from:] *= 2 ** (np.arange(steps - forced_from) / growth_every)
     forced = np.zeros(steps, dtype=bool)
     forced[forced_from:] = rng.random(steps - forced_from) < forced_rate
-    scale, clean = 2.0**24, 0
+    scale, clean = init, 0
     scales, flags = np.empty(steps), np.zeros(steps)
     for t in range(steps):
         overflow = forced[t] or scale * grad[t] > FP16_MAX
         if overflow:
-            scale, clean = max(1.0, scale / 2), 0
+            scale, clean = max(min_scale, scale / 2), 0
         else:
             clean += 1
             if clean >= window:
@@ -40,6 +52,28 @@ def test_the_normal_sawtooth_with_its_calibration_phase_is_not_a_finding():
     assert np.ptp(np.log2(scales)) >= 8  # calibration from 2^24 down, then the saw-tooth
     assert analyse_loss_scale(steps[::10], scales[::10]) == []
     assert analyse_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10])) == []
+
+
+@pytest.mark.parametrize("seed", [3, 6, 9])
+def test_the_initial_search_of_a_dynamic_scale_is_not_a_decline(seed):
+    # PyTorch's defaults on a short run: from 2^16, halving on most of the first steps, then at
+    # growing intervals as the gradients (noisy, 0.9 in log) overflow less often; a 2000-step
+    # window never regrows within 3000 steps
+    scales, flags = simulate(steps=3000, window=2000, sigma=0.9, grad_scale=100, init=2.0**16, seed=seed)
+    steps = np.arange(1, scales.size + 1)
+    assert np.log2(scales[0] / scales[-1]) >= 10 and np.all(np.diff(scales) <= 0)
+    assert analyse_loss_scale(steps, scales) == []
+    assert analyse_loss_scale(steps[::5], scales[::5], (steps[::5], flags[::5])) == []
+
+
+def test_a_scale_held_at_its_floor_by_overflows_after_the_search_is_a_warning():
+    # the gradients grow from step 3000 until the scaler's floor (128) cannot absorb them
+    scales, flags = simulate(forced_from=3000, growth_every=300, min_scale=128.0, seed=1)
+    steps = np.arange(scales.size)
+    problems = analyse_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10]))
+    floor = [p for p in problems if p.what == "floor"]
+    assert floor and floor[0].severity == "warning" and steps[::10][floor[0].index] > 3000
+    assert floor[0].evidence["floor_scale"] == 128.0
 
 
 def test_frequent_overflows_are_reported_from_the_logged_flags():

@@ -108,3 +108,54 @@ def test_a_flat_rate_that_suddenly_leaps_is_a_jump_not_a_warmup():
     assert [(p.what, p.index) for p in problems] == [("jump", 600)]
     coarse_warmup = np.r_[1e-7, np.full(N - 1, 1e-3)]  # a short warm-up logged coarsely
     assert analyse_lr(STEPS, coarse_warmup).problems == []
+
+
+def sgdr(steps: int, t_0: int, t_mult: int, eta_max=PEAK, eta_min=FLOOR) -> np.ndarray:
+    """PyTorch's CosineAnnealingWarmRestarts, stepped once per step, as its docs define it."""
+    lr, t_cur, t_i = [], 0, t_0
+    for _ in range(steps):
+        lr.append(eta_min + (eta_max - eta_min) * (1 + np.cos(np.pi * t_cur / t_i)) / 2)
+        t_cur += 1
+        if t_cur >= t_i:
+            t_cur, t_i = 0, t_i * t_mult
+    return np.array(lr)
+
+
+@pytest.mark.parametrize("t_0, t_mult, every", [(100, 2, 1), (300, 2, 10), (200, 3, 10), (150, 2, 50), (500, 1, 10)])
+def test_warm_restarts_with_periods_growing_by_t_mult_are_a_planned_cyclic_schedule(t_0, t_mult, every):
+    total = 8000
+    steps = np.arange(total)[::every]
+    lr = sgdr(total, t_0, t_mult)[::every]
+    analysis = analyse_lr(steps, lr)
+    assert analysis.shape == "cyclic" and analysis.problems == []
+    data = RunData("run", scalars={"train/lr": ScalarSeries.from_lists(steps, lr)})
+    findings = lr_schedule_check(RunSignals.from_run(data))
+    assert [f.severity for f in findings] == ["info"] and "cyclic" in findings[0].message
+
+
+def test_cyclic_rates_rising_from_a_base_are_planned():
+    # triangular and triangular2 CLR: half cycles of 400 steps from base 1e-4 to 1e-3
+    t = np.arange(6000)
+    cycle, x = t // 800, np.abs(t / 400 - 2 * (t // 800) - 1)
+    for amplitude in (9e-4 * np.maximum(0, 1 - x), 9e-4 * np.maximum(0, 1 - x) / 2.0**cycle):
+        assert analyse_lr(t[::10], (1e-4 + amplitude)[::10]).problems == []
+
+
+def test_resets_to_the_peak_at_irregular_steps_are_reported():
+    # the scheduler restarted twice mid-decay (steps 2000 and 4500): no periodic pattern
+    x = np.clip((np.arange(6000) - 100) / 5900, 0, 1)
+    base = FLOOR + (PEAK - FLOOR) * 0.5 * (1 + np.cos(np.pi * x))
+    base[:100] = PEAK * (np.arange(100) + 1) / 100
+    lr = base.copy()
+    lr[2000:] = base[100:4100]
+    lr[4500:] = base[100:1600]
+    problems = analyse_lr(np.arange(6000), lr).problems
+    assert [(p.what, p.severity, p.index) for p in problems] == [("reset", "warning", 2000), ("reset", "warning", 4500)]
+
+
+def test_a_nan_learning_rate_is_critical():
+    lr = SCHEDULES["cosine"].copy()
+    lr[700:] = np.nan
+    data = RunData("run", scalars={"train/lr": ScalarSeries.from_lists(STEPS, lr)})
+    alarms = [f for f in lr_schedule_check(RunSignals.from_run(data)) if f.severity != "info"]
+    assert [(f.severity, f.step, f.evidence["what"]) for f in alarms] == [("critical", 700, "nonfinite")]

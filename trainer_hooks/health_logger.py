@@ -141,6 +141,8 @@ class HealthLogger:
         self._last_time: float | None = None
         self._timed_seconds = 0.0
         self._timed_steps = 0
+        self._host_seconds = 0.0
+        self._step_ended: float | None = None
         self._weight_snapshot: tuple[int, dict[str, np.ndarray]] | None = None
         self._last_step: int | None = None
         self._pending_collection = False
@@ -254,6 +256,19 @@ class HealthLogger:
             for name, grad in zip(names, grads, strict=True):
                 self.writer.histogram(f"grad/{name}", to_numpy(grad), step)
 
+    def step_ended(self) -> None:
+        """Mark the end of a step's callbacks; the time until `step_begins` is host time."""
+        self._step_ended = time.perf_counter()
+
+    def step_begins(self) -> None:
+        """Mark the start of the next step: the time since `step_ended` (data loading, host work
+        outside the compiled step) is logged as `train/host_time_ms`, averaged per step over the
+        window like step time. In synchronous data parallelism it is the only per-rank time that
+        differs: every rank's step time includes waiting for the slowest."""
+        if self._step_ended is not None:
+            self._host_seconds += time.perf_counter() - self._step_ended
+            self._step_ended = None
+
     def log_eval(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Evaluation metrics as `eval/<name>` (e.g. {"loss": 0.3, "accuracy": 0.9})."""
         for name, value in metrics.items():
@@ -342,7 +357,9 @@ class HealthLogger:
                 self._scalar("train/throughput", samples / seconds_per_step, step)
                 if self.seq_length:
                     self._scalar("train/tokens_per_s", samples * self.seq_length / seconds_per_step, step)
-        self._timed_seconds, self._timed_steps = 0.0, 0
+            if self._host_seconds:
+                self._scalar("train/host_time_ms", self._host_seconds / self._timed_steps * MS_PER_S, step)
+        self._timed_seconds, self._timed_steps, self._host_seconds = 0.0, 0, 0.0
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
         wall_time = time.time()

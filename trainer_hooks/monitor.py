@@ -156,6 +156,11 @@ class HealthMonitor(Callback):
         self._on_begin(cb_params)
 
     @never_raises
+    def on_train_step_begin(self, run_context) -> None:
+        if self.health is not None:
+            self.health.step_begins()
+
+    @never_raises
     def on_train_step_end(self, run_context) -> None:
         cb_params = run_context.original_args()
         if self.health is None:
@@ -171,6 +176,7 @@ class HealthMonitor(Callback):
         if self.health.should_stop:
             logger.error("tb-health: stopping training on a critical finding (stop_on_critical=True)")
             run_context.request_stop()
+        self.health.step_ended()  # last: our own logging is not the rank's host time
 
     @never_raises
     def on_eval_end(self, run_context) -> None:

@@ -25,6 +25,7 @@ class RunSignals:
     loss_scale: ScalarSeries | None = None
     overflow: ScalarSeries | None = None
     step_time_ms: ScalarSeries | None = None
+    host_time_ms: ScalarSeries | None = None  # per-step time outside the compiled step (our hooks)
     throughput: ScalarSeries | None = None
     eval_loss: ScalarSeries | None = None
     loss_max: ScalarSeries | None = None  # window maximum of every step's loss (our hooks)

@@ -20,7 +20,10 @@ class Scenario:
     optimizer: str = "adamw"  # "adamw" or "sgd"
     corrupt_steps: tuple[int, ...] = ()  # steps whose batch has noise labels
     world_size: int = 1
-    slow_rank: int | None = None  # this rank sleeps `slow_ms` per step (a straggler)
+    # this rank does `slow_ms` of host work before each step (a straggler). The demo's ranks train
+    # side by side without communicating, so the others do not wait for it as in a synchronous
+    # job; its host time (`train/host_time_ms`) names it as it would there.
+    slow_rank: int | None = None
     slow_ms: float = 0.0
     expected: frozenset[str] = field(default_factory=frozenset)  # kinds that must be flagged (warning+)
 
@@ -85,7 +88,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         name="two_ranks",
-        title="Two data-parallel ranks; rank 1 is a straggler",
+        title="Two data-parallel ranks; rank 1 is a straggler (40 ms of host work a step)",
         model="transformer",
         steps=TRANSFORMER_STEPS,
         peak_lr=3e-3,

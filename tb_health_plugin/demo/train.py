@@ -37,14 +37,11 @@ def learning_rates(scenario: Scenario) -> list[float]:
 
 
 def batches(scenario: Scenario, rank: int):
-    """The run's batches as a generator source (rank-specific seed, optional corruption/straggling)."""
+    """The run's batches as a generator source (rank-specific seed, optional corruption)."""
     from tb_health_plugin.demo import models
 
     data = models.MarkovTokens(seed=rank) if scenario.model == "transformer" else models.GaussianClasses(seed=rank)
-    slow_s = scenario.slow_ms / 1000.0 if scenario.slow_rank == rank else 0.0
     for step in range(scenario.steps):
-        if slow_s:
-            time.sleep(slow_s)
         if step in scenario.corrupt_steps:
             yield data.corrupted_batch()
         else:
@@ -83,6 +80,14 @@ def train(scenario: Scenario, logdir: str, rank: int) -> None:
     columns = ["tokens", "labels"] if scenario.model == "transformer" else ["features", "labels"]
     dataset = ds.GeneratorDataset(lambda: batches(scenario, rank), column_names=columns, shuffle=False)
 
+    class HostWork(Callback):
+        """The straggler's slow host: `slow_ms` of host work before every step, on the critical
+        path. (A sleep in the data generator would not do: the dataset pipeline prefetches, so
+        it is hidden whenever a step computes for longer, as on a loaded machine.)"""
+
+        def on_train_step_begin(self, run_context):
+            time.sleep(scenario.slow_ms / 1000.0)
+
     class Progress(Callback):
         def on_train_step_end(self, run_context):
             step = run_context.original_args().cur_step_num
@@ -99,7 +104,10 @@ def train(scenario: Scenario, logdir: str, rank: int) -> None:
         world_size=scenario.world_size,
         histogram_freq=50,
     )
-    model.train(1, dataset, callbacks=[monitor, Progress()], dataset_sink_mode=False)
+    # HostWork runs first: its time falls between one step's end and the next one's begin, where
+    # the monitor measures host time
+    straggling = [HostWork()] if scenario.slow_rank == rank and scenario.slow_ms else []
+    model.train(1, dataset, callbacks=[*straggling, monitor, Progress()], dataset_sink_mode=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """`loss_scale` findings from the logged loss scale and overflow flag (adapter over
-`detectors.loss_scale`). The normal fp16 saw-tooth is not a finding."""
+`detectors.loss_scale`). The normal fp16 saw-tooth and the scaler's initial search are not
+findings."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ ADVICE = {
     "decline": (
         "Gradients overflow more often than the scale can regrow: lower the learning rate, clip "
         "gradients, or check for layers producing huge activations."
+    ),
+    "floor": (
+        "The loss scale is at its configured floor and steps still overflow (and are skipped): "
+        "find the operation overflowing in fp16 and keep it in fp32, lower the learning rate, or use bf16."
     ),
     "collapse": (
         "The loss scale hit its minimum: the model overflows even unscaled; stop and look for "
@@ -34,6 +39,11 @@ def _message(problem: ScaleProblem, step: int) -> str:
         return (
             f"The loss scale fell from {e['scale_from']:.3g} to {e['scale_to']:.3g} from step {step} "
             f"without regrowing."
+        )
+    if problem.what == "floor":
+        return (
+            f"The loss scale is stuck at its floor ({e['floor_scale']:.3g}) from step {step}: "
+            f"{100 * e['skip_rate_at_floor']:.0f}% of the steps logged there overflowed."
         )
     return f"The loss scale collapsed to {e['min_scale']:.3g} at step {step} (it was {e['max_scale']:.3g})."
 

@@ -1,5 +1,8 @@
 """`lr_schedule` findings from the logged learning rate (adapter over `detectors.lr_fit`).
 
+A planned schedule (warm-up and decay, step decay, one-cycle, SGDR with or without growing
+periods, cyclic rates) is one `info` finding naming its shape; faults are warnings or critical.
+
 Resumes come from the readers' backtracks (steps that went back); a reset at such a step is
 reported as a scheduler state that was not restored.
 """
@@ -27,6 +30,13 @@ def _message(problem: LrProblem, step: int, analysis: LrAnalysis) -> tuple[str, 
             f"The learning rate jumped up at step {step}, outside warm-up ({e['lr_before']:.3g} -> "
             f"{e['lr_after']:.3g}).",
             "Check the schedule configuration and any code that sets the learning rate by hand.",
+        )
+    if problem.what == "nonfinite":
+        return (
+            f"The learning rate is not finite from step {e['first_nonfinite_step']} "
+            f"({e['nonfinite_points']} logged points): every update it touches is NaN.",
+            "Check the schedule's arithmetic (a division by a zero step count or warm-up length) and "
+            "any code that sets the learning rate by hand.",
         )
     if problem.what == "zero":
         return (
@@ -73,7 +83,7 @@ def lr_schedule_check(signals: RunSignals) -> list[Finding]:
         )
     ]
     for problem in analysis.problems:
-        step = int(steps[problem.index])
+        step = int(problem.evidence.get("first_nonfinite_step", steps[problem.index]))
         message, advice = _message(problem, step, analysis)
         evidence = dict(problem.evidence, what=problem.what, schedule=analysis.shape, advice=advice)
         findings.append(

@@ -9,17 +9,28 @@ rate. Working on log2(scale):
 
 * overflows: the share of points whose logged overflow flag is set, else estimated from the scale
   itself as the number of halvings between logged points per step (a lower bound).
-* calibration ends at the first regrowth; skips before it are normal and not counted.
+* the search: every dynamic scaler starts high (2^16 in PyTorch and DeepSpeed, 2^24 in
+  MindSpore, 2^32 in Megatron) and halves until the gradients fit, at first on every step, then
+  at growing intervals as overflows get rarer; it regrows only after a whole window of clean
+  steps. The search ends at the first regrowth, or at the first halving followed by
+  `SEARCH_HOLD_STEPS` (100) steps without one: a scale that still overflows on 3% or more of its
+  steps survives 100 steps without an overflow with probability 0.97^100 < 5%, so after such a
+  hold the scale fits and further halvings are the scaler's normal probing or a fault. The
+  halvings of the search, however many, are normal and are neither counted nor a decline.
 * overflow rate: from the first overflow whose next `ONSET_WINDOW_SHARE` of points already skip
   `OVERFLOW_RATE_WARNING` (2%: 20x the rate a 1000-step window produces) of their steps, the
   rate to the end of the run stays above that rate with at least `MIN_OVERFLOWS`; critical
   above `OVERFLOW_RATE_CRITICAL` (20% of steps skipped).
-* steady decline: after the last regrowth (or with none at all) the scale keeps falling, at least
+* steady decline: after the search and after the last regrowth the scale keeps falling, at least
   `DECLINE_HALVINGS` halvings spread over `DECLINE_MIN_SHARE` of the run, and the level fell
-  `DECLINE_HALVINGS` below the post-calibration maximum: the manager cannot find a stable scale.
-* collapse: a scale that was higher reaches `MIN_SCALE` (1, the managers' floor) or below:
-  gradients overflow even unscaled, and fp16 gradients underflow (critical). A scale that never
-  changes is a static scale (often 1 for bf16) and is not analysed.
+  `DECLINE_HALVINGS` below where the search left it: the manager cannot find a stable scale.
+* collapse: a scale that was higher reaches `MIN_SCALE` (1, the managers' default floor) or
+  below: gradients overflow even unscaled, and fp16 gradients underflow (critical).
+* floor: with logged overflow flags, the scale sits at its lowest level (a floor the scaler was
+  configured with, above 1) while `MIN_OVERFLOWS` or more of the steps logged there overflow, at
+  `OVERFLOW_RATE_WARNING` of them or more: the scaler would halve but may not (warning). In a
+  healthy saw-tooth the lowest level is left by regrowth and sees about one overflow per window.
+A scale that never changes is a static scale (often 1 for bf16) and is not analysed.
 """
 
 from __future__ import annotations
@@ -37,11 +48,12 @@ DECLINE_MIN_SHARE = 0.2
 MIN_SCALE = 1.0
 ONSET_WINDOW_SHARE = 0.05
 MIN_POINTS = 5
+SEARCH_HOLD_STEPS = 100
 
 
 @dataclass(frozen=True)
 class ScaleProblem:
-    what: str  # "overflow_rate", "decline", "collapse"
+    what: str  # "overflow_rate", "decline", "collapse", "floor"
     severity: str
     index: int
     end_index: int
@@ -72,12 +84,10 @@ def analyse_loss_scale(
     log_scale[ok] = np.log2(scale[ok])
     log_scale = _forward_fill(log_scale)
     problems: list[ScaleProblem] = []
+    # overflows are counted after the search (its halvings are what every dynamic scaler does):
+    # from the first regrowth, or without one from the first hold of the scale
     calib = calibration_end(log_scale)
-    never_regrew = calib >= scale.size
-    # overflows are counted after calibration: after the first regrowth, or without regrowth after
-    # the initial run of back-to-back halvings
-    counted_from = _settled(log_scale) if never_regrew else calib
-    counted_from = min(counted_from, scale.size - 1)
+    counted_from = min(calib if calib < scale.size else search_end(steps, log_scale), scale.size - 1)
     overflows, rate, first_overflow = _overflow_rate(steps, log_scale, counted_from, overflow)
     if overflows >= MIN_OVERFLOWS and rate >= OVERFLOW_RATE_WARNING and first_overflow is not None:
         problems.append(
@@ -103,10 +113,51 @@ def analyse_loss_scale(
             )
         )
         return problems
+    if overflow is not None:
+        floor = _stuck_at_floor(steps, log_scale, counted_from, overflow)
+        if floor is not None:
+            problems.append(floor)
     decline = _steady_decline(steps, log_scale, counted_from)
     if decline is not None:
         problems.append(decline)
     return problems
+
+
+def search_end(steps: np.ndarray, log_scale: np.ndarray) -> int:
+    """Index where the initial search of the scale ends (see module doc): the first regrowth, or
+    the first halving followed by `SEARCH_HOLD_STEPS` steps without a halving (0 when the scale
+    does not start by halving)."""
+    calib = calibration_end(log_scale)
+    drops = np.flatnonzero(np.diff(log_scale) < 0) + 1
+    drops = drops[drops < calib]
+    if drops.size == 0 or steps[drops[0]] - steps[0] > SEARCH_HOLD_STEPS:
+        return 0
+    following = np.append(steps[drops[1:]], steps[min(calib, steps.size - 1)] if calib < steps.size else np.iinfo(np.int64).max)
+    held = np.flatnonzero(following - steps[drops] >= SEARCH_HOLD_STEPS)
+    end = int(drops[held[0]]) if held.size else int(drops[-1])
+    return min(end, calib)
+
+
+def _stuck_at_floor(steps, log_scale, counted_from, overflow) -> ScaleProblem | None:
+    """Overflows keep coming at the lowest level after the search and the scale does not go lower."""
+    low = float(np.min(log_scale[counted_from:]))
+    if low <= np.log2(MIN_SCALE):
+        return None  # a collapse, reported as such
+    flag_steps, flags = (np.asarray(a) for a in overflow)
+    positions = np.clip(np.searchsorted(steps, flag_steps), 0, steps.size - 1)
+    at_floor = (flag_steps >= steps[counted_from]) & (log_scale[positions] <= low)
+    overflows = int(np.sum(flags[at_floor] > 0))
+    points = int(at_floor.sum())
+    if overflows < MIN_OVERFLOWS or overflows < OVERFLOW_RATE_WARNING * points:
+        return None
+    first = int(positions[np.argmax(at_floor & (flags > 0))])
+    return ScaleProblem(
+        "floor",
+        "warning",
+        first,
+        steps.size - 1,
+        {"floor_scale": float(2.0**low), "overflows_at_floor": overflows, "skip_rate_at_floor": overflows / points},
+    )
 
 
 def _overflow_rate(steps, log_scale, counted_from, overflow) -> tuple[int, float, int | None]:
@@ -143,15 +194,6 @@ def _forward_sums(values: np.ndarray, width: int) -> np.ndarray:
     cumulative = np.concatenate(([0.0], np.cumsum(values)))
     ends = np.minimum(np.arange(values.size) + width, values.size)
     return cumulative[ends] - cumulative[: values.size]
-
-
-def _settled(log_scale: np.ndarray) -> int:
-    """Without regrowth: where the initial run of back-to-back halvings ends."""
-    drops = np.diff(log_scale) < 0
-    i = 0
-    while i < drops.size and drops[i]:
-        i += 1
-    return i
 
 
 def _steady_decline(steps, log_scale, counted_from) -> ScaleProblem | None:

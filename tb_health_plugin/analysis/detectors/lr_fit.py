@@ -1,20 +1,30 @@
-"""The logged learning rate against what a warm-up plus decay schedule can do.
+"""The logged learning rate against what a warm-up plus decay schedule, or a planned cycle, can do.
 
 A schedule rises during warm-up and then never rises again (constant, linear, cosine, step,
-exponential, inverse-sqrt and warm-up-stable-decay all share this). So the problems are
+exponential, inverse-sqrt, one-cycle and warm-up-stable-decay all share this), unless it is a
+planned cyclic schedule whose rises follow a pattern (below). So the problems are
 model-free and exact on the logged values, which carry no noise:
 
 * rise outside warm-up: after the warm-up peak, the rate goes up by more than `RISE_TOLERANCE`.
   A rise back to the peak (or a repeated warm-up starting from the first logged rate) is a
   *reset*: the scheduler restarted, typically because a resume restored the weights but not the
   scheduler state; it is tied to the resume when the logs show one at that step. Any other rise
-  is a *jump*. Two or more evenly spaced restarts without a resume are a cyclic schedule
-  (SGDR) and are only described. Inside the initial rise, a `FLAT_JUMP_FACTOR` (2x) leap in one
-  logged step after the rate sat still for `FLAT_MIN_SHARE` of the run is a jump too: warm-ups
-  ramp, they do not wait and then leap.
+  is a *jump*. A planned cyclic schedule is recognised from its shape and only described
+  (`planned_cycles`): SGDR with a constant period or with periods growing by `T_mult`, cyclic
+  (triangular, triangular2, exp-range) rates. Its rises start cycles whose lengths are constant
+  or grow by a constant factor (within `PERIOD_TOLERANCE`, 25%, plus two logging intervals;
+  with only two cycle lengths to compare, by a whole factor, as PyTorch's `T_mult` must be),
+  and every cycle bottoms out at the same rate (within `TROUGH_BAND`, 10% of the peak, plus
+  what a coarse logging interval hides: SGDR's `eta_min`, CLR's base rate). Rises at a logged
+  resume are never planned, and rises without that pattern (a single reset to the peak, which
+  shows no period, irregular resets, resets from different levels) are resets or jumps. More
+  than `MAX_RISES` rises are a cyclic schedule by design. Inside the initial rise, a
+  `FLAT_JUMP_FACTOR` (2x) leap in one logged step after the rate sat still for `FLAT_MIN_SHARE`
+  of the run is a jump too: warm-ups ramp, they do not wait and then leap.
 * zero too early: the rate is `ZERO_SHARE_OF_PEAK` of its peak or less for
   `ZERO_MIN_SHARE` of the post-warm-up points before the last `TAIL_SHARE` of the run: those steps
   cost compute and train nothing (critical).
+* not finite: a NaN or infinite rate makes every update it touches NaN (critical).
 * floor too early: a decaying schedule reaches its final value and then sits there for more than
   `EARLY_FLOOR_SHARE` of the post-warm-up steps (`STEP_EARLY_FLOOR_SHARE` when the decay came in a
   few discrete drops, since step schedules plan long final plateaus). The usual cause is a schedule
@@ -49,11 +59,13 @@ MAX_FIT_POINTS = 2000
 MAX_RISES = 50  # more rises than this after warm-up: the schedule is cyclical by design
 FLAT_JUMP_FACTOR = 2.0
 FLAT_MIN_SHARE = 0.1
+PERIOD_TOLERANCE = 0.25
+TROUGH_BAND = 0.1
 
 
 @dataclass(frozen=True)
 class LrProblem:
-    what: str  # "reset", "jump", "zero", "early_floor"
+    what: str  # "reset", "jump", "zero", "early_floor", "nonfinite"
     severity: str
     index: int
     end_index: int
@@ -115,9 +127,32 @@ def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = 
     steps = np.asarray(steps, dtype=np.int64)
     lr = np.asarray(lr, dtype=np.float64)
     ok = np.isfinite(lr)
+    nonfinite = _nonfinite_problem(steps, ok)
     steps, lr = steps[ok], lr[ok]
     if lr.size < MIN_POINTS:
         return None
+    analysis = _analyse_finite(steps, lr, resume_steps)
+    if nonfinite is not None:
+        analysis.problems.insert(0, nonfinite)
+    return analysis
+
+
+def _nonfinite_problem(steps: np.ndarray, ok: np.ndarray) -> LrProblem | None:
+    """The non-finite rates; `index` is the finite point at or after the first of them."""
+    if ok.all():
+        return None
+    first = int(np.argmax(~ok))
+    last_finite = max(int(ok.sum()) - 1, 0)
+    return LrProblem(
+        "nonfinite",
+        "critical",
+        min(int(ok[:first].sum()), last_finite),
+        last_finite,
+        {"nonfinite_points": int((~ok).sum()), "first_nonfinite_step": int(steps[first])},
+    )
+
+
+def _analyse_finite(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int]) -> LrAnalysis:
     resumes = np.asarray(list(resume_steps), dtype=np.int64)
     peak = float(lr.max())
     if peak <= 0:
@@ -139,9 +174,7 @@ def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = 
     ]
     many = len(rises) > MAX_RISES  # a cyclical schedule (triangular CLR, short SGDR cycles)
     cyclic = many or (
-        len(restarts) >= 2
-        and not any(_near_resume(steps, r[0], resumes) for r in restarts)
-        and _even([warm] + [r[0] for r in restarts])
+        not any(_near_resume(steps, r[0], resumes) for r in rises) and planned_cycles(steps, lr, rises)
     )
     if not cyclic:
         for first, last, low in rises:
@@ -197,9 +230,41 @@ def _jump_after_flat(lr: np.ndarray, warm: int) -> LrProblem | None:
     return None
 
 
-def _even(starts: list[int]) -> bool:
-    gaps = np.diff(starts)
-    return gaps.size >= 2 and gaps.min() >= 0.7 * gaps.max()
+def planned_cycles(steps: np.ndarray, lr: np.ndarray, rises: list[tuple[int, int, float]]) -> bool:
+    """Whether the rises after warm-up are the restarts of a planned cyclic schedule (module doc).
+
+    Cycles start at the first point and at each rise; their lengths must be constant or grow
+    geometrically (the first cycle may also include a warm-up of its own, so the lengths between
+    rises alone are tried too), and every cycle must bottom out at the same rate.
+    """
+    if len(rises) < 2:
+        return False
+    peak = float(lr.max())
+    troughs = np.array([low for _, _, low in rises])
+    # a coarse logging interval misses the true bottom: allow the fall of the last interval seen
+    unseen = max(max(float(lr[first - 2] - lr[first - 1]), 0.0) if first >= 2 else 0.0 for first, _, _ in rises)
+    if np.ptp(troughs) > TROUGH_BAND * peak + unseen:
+        return False
+    interval = float(np.median(np.diff(steps))) if steps.size > 1 else 1.0
+    starts = steps[[first for first, _, _ in rises]].astype(np.float64)
+    candidates = [np.diff(np.concatenate(([float(steps[0])], starts)))]
+    if starts.size >= 3:
+        candidates.append(np.diff(starts))
+    return any(_regular_lengths(lengths, interval) for lengths in candidates)
+
+
+def _regular_lengths(lengths: np.ndarray, interval: float) -> bool:
+    """Cycle lengths that are constant or grow by one factor: a whole factor when there is only
+    one ratio to judge, any consistent factor of at least 1 with more."""
+    if lengths.size < 2 or np.any(lengths <= 0):
+        return False
+    ratios = lengths[1:] / lengths[:-1]
+    factor = float(np.median(ratios))
+    if ratios.size == 1:
+        factor = float(max(1, round(factor)))
+    expected = lengths[:-1] * factor
+    slack = PERIOD_TOLERANCE * expected + 2 * interval
+    return factor >= 1 - PERIOD_TOLERANCE and bool(np.all(np.abs(lengths[1:] - expected) <= slack))
 
 
 def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[LrProblem]:
