@@ -38,6 +38,15 @@ def test_spike_between_collections_reaches_the_window_aggregates(tmp_path):
     assert logged["train/step_time_ms"][10] >= 0.0
 
 
+def test_a_resumed_run_logs_its_first_step_too(tmp_path):
+    with quiet_logger(tmp_path, collect_freq=10) as health:
+        for step in range(101, 125):
+            health.log_step(step, 1.0 / step)
+    logged = scalars(tmp_path / "rank_0")
+    assert sorted(logged["train/loss"]) == [101, 110, 120]  # and the partial window up to 124 on close:
+    assert logged["train/loss_max"] == pytest.approx({101: 1 / 101, 110: 1 / 102, 120: 1 / 111, 124: 1 / 121})
+
+
 def test_nonfinite_values_are_logged_as_such_and_counted(tmp_path):
     with quiet_logger(tmp_path, collect_freq=5) as health:
         for step in range(1, 11):

@@ -60,8 +60,8 @@ class HealthLogger:
 
     Args:
         log_dir: root folder of the logs; this rank writes into `rank_<id>/` below it.
-        collect_freq: write scalars at step 1 (the run's starting point) and every this many
-            steps. Every step's loss, gradient norm and overflow flag still feed the window
+        collect_freq: write scalars at the first step (step 1, or the first after a resume:
+            the run's starting point) and every this many steps. Every step's loss, gradient norm and overflow flag still feed the window
             aggregates (`train/loss_max`, `train/loss_min`, `train/grad_norm_max`,
             `train/nonfinite_count`, `train/overflow_count`), so no spike is lost.
         weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`
@@ -191,8 +191,9 @@ class HealthLogger:
     # ----- what a step logs
 
     def is_collect_step(self, step: int) -> bool:
-        """Step 1 (where the run starts from) and every `collect_freq`-th step."""
-        return step == 1 or step % self.collect_freq == 0
+        """The first step logged (step 1, or the first after a resume: where the run starts
+        from) and every `collect_freq`-th step."""
+        return step == 1 or self._last_step is None or step % self.collect_freq == 0
 
     def wants_weights(self, step: int) -> bool:
         """Whether the weights are read at this step: a weight step, the step just before one
@@ -264,9 +265,10 @@ class HealthLogger:
                 self.grad_norm_window.add(grad_norm_value)
             if overflow is not None and to_float(overflow):
                 self.overflow_steps += 1
+        collect = self.is_collect_step(step)
         self._last_step = step
         stop_now = self._nonfinite_update(loss_value, grad_norm_value, overflow, window)
-        if stop_now or self.is_collect_step(step):
+        if stop_now or collect:
             self._collect(step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size)
         else:
             self._pending_collection = True
