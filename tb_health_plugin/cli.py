@@ -1,19 +1,28 @@
 """The `tb-health` console script: one subcommand a module under `tb_health_plugin.commands`.
 
-Exit codes follow `shared/CONTRACTS.md`: 0 fine, 1 a finding reached `--fail-on`, 2 usage
-errors or an unreadable logdir.
+Exit codes (also in the README and each command's `--help`): 0 fine, 1 a finding reached
+`--fail-on` (check) or nothing to convert (convert), 2 usage errors, an unreadable input or an
+output that cannot be written, 130 interrupted (Ctrl-C), 141 stdout closed early (`| head`):
+quietly, as `grep` does, 128 + SIGPIPE being what a shell shows for a command a pipe cut off.
+Every failure is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from tb_health_plugin.commands.messages import say
 
 # Subcommand modules, each with `register(subparsers)` that sets `func(args) -> int`.
 COMMAND_MODULES = ("check", "convert", "demo")
 
 EXIT_USAGE = 2
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +48,33 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return int(args.func(args))
+    prog = f"tb-health {args.command}"
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        say(prog, "interrupted")
+        return EXIT_INTERRUPTED
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else "cannot write the output: "
+        say(prog, f"{where}{error.strerror or error}")
+        _discard_stdout()
+        return EXIT_ERROR
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush of what is still buffered
+    cannot fail again (and print "Exception ignored ..." on the way out)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a file (tests capture it): nothing will flush it to a pipe
 
 
 if __name__ == "__main__":

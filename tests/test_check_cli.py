@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -128,3 +129,132 @@ def test_console_command_exit_code_and_clean_stdout(logdir):
     )
     assert result.returncode == 1
     assert json.loads(result.stdout)["runs"]
+
+
+# ----- hostile and unlucky inputs: one line on stderr, a documented exit code, never a traceback
+
+
+def console(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tb_health_plugin.cli", "check", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        **kwargs,
+    )
+
+
+def test_a_reader_gone_before_the_report_exits_141_quietly(logdir):
+    """`tb-health check ... | head -1`: the pipe's reader is gone, as after head's first line."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    process = console(str(logdir), stdout=write_end)
+    os.close(write_end)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141 and err == ""
+
+
+def test_a_full_disk_for_the_report_is_one_line_and_exit_2(logdir):
+    with open("/dev/full", "w") as full:
+        process = console(str(logdir), "--format", "json", stdout=full)
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert err == "tb-health check: cannot write the output: No space left on device\n"
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    """A FIFO named like an event file blocks the read until someone writes to it: the command
+    is certainly still running when the interrupt comes."""
+    (tmp_path / "run").mkdir()
+    os.mkfifo(tmp_path / "run" / "events.out.tfevents.1.fifo")
+    process = console(str(tmp_path), "--progress", "always", stdout=subprocess.PIPE)
+    assert process.stderr.readline().startswith("tb-health: reading")
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and out == "" and err == "tb-health check: interrupted\n"
+
+
+def test_a_symlink_loop_named_like_an_event_file_is_one_line_and_exit_2(logdir, capsys):
+    (logdir / "loop").mkdir()
+    os.symlink("events.out.tfevents.2.b", logdir / "loop" / "events.out.tfevents.2.a")
+    os.symlink("events.out.tfevents.2.a", logdir / "loop" / "events.out.tfevents.2.b")
+    code, out, err = run_check(capsys, str(logdir))
+    assert code == 2
+    assert err.splitlines()[:2] == [
+        f"tb-health check: skipping unreadable event file {logdir}/loop/events.out.tfevents.2.{name} "
+        "(Too many levels of symbolic links)"
+        for name in "ab"
+    ]
+    assert "Traceback" not in err and "2 unreadable paths" in err.splitlines()[-1]
+    assert "CRITICAL  job/rank_0" in out, "the readable runs are still reported"
+    assert out.splitlines()[-1] == "exit 2 (2 unreadable paths left out)"
+
+
+def test_an_unlistable_sub_folder_is_reported_not_skipped_silently(logdir, capsys):
+    """A folder nested past PATH_MAX cannot be listed by path, by root or anyone else."""
+    steps, y = loss_curve()
+    write_scalars(logdir / "tmp_source", {"train/loss": (steps, np.exp(y))})
+    (source,) = (logdir / "tmp_source").iterdir()
+    content = source.read_bytes()
+    for path in (source, logdir / "tmp_source"):
+        path.unlink() if path.is_file() else path.rmdir()
+    fd = os.open(logdir, os.O_RDONLY)
+    for _ in range(17):  # 17 x 256 characters > PATH_MAX (4096)
+        os.mkdir("d" * 255, dir_fd=fd)
+        fd, parent = os.open("d" * 255, os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    file = os.open("events.out.tfevents.1.deep", os.O_WRONLY | os.O_CREAT, dir_fd=fd)
+    os.write(file, content)
+    os.close(file)
+    os.close(fd)
+    code, out, err = run_check(capsys, str(logdir))
+    assert code == 2
+    (warning, summary) = err.splitlines()
+    assert warning.startswith(f"tb-health check: skipping unreadable folder {logdir}/ddd")
+    assert warning.endswith("(File name too long)") and "1 unreadable path" in summary
+    assert "3 runs" in out.splitlines()[0]
+
+
+def test_an_unreadable_file_and_folder_are_one_line_each(logdir, capsys):
+    if os.geteuid() == 0:
+        pytest.skip("root can read any file")  # the PATH_MAX and symlink-loop tests cover root
+    (event_file,) = (logdir / "spiky").iterdir()
+    event_file.chmod(0)
+    (logdir / "locked").mkdir(mode=0)
+    try:
+        code, _, err = run_check(capsys, str(logdir))
+    finally:
+        event_file.chmod(0o600)
+        (logdir / "locked").chmod(0o700)
+    assert code == 2 and "Traceback" not in err
+    assert f"skipping unreadable event file {event_file} (Permission denied)" in err
+    assert f"skipping unreadable folder {logdir}/locked (Permission denied)" in err
+
+
+def test_a_tag_override_naming_no_tag_is_an_error_not_a_pass(logdir, capsys):
+    code, out, err = run_check(capsys, str(logdir), "--tag", "loss=does/not/exist")
+    assert (code, out) == (2, "")
+    assert err == (
+        "tb-health check: --tag loss=does/not/exist: no run has a scalar tag 'does/not/exist'; "
+        "the loss checks would be skipped\n"
+    )
+
+
+def test_a_tag_override_some_runs_lack_is_said(logdir, capsys):
+    code, _, err = run_check(capsys, str(logdir), "--tag", "loss=train/loss")
+    assert code == 1  # job/rank_0 still has its NaN loss checked
+    assert "--tag loss=train/loss: 1 of 3 runs lack 'train/loss' (e.g. spiky)" in err
+
+
+def test_control_characters_in_run_names_cannot_forge_report_lines(logdir, capsys):
+    """A run named to clear the screen and print its own HEALTHY verdict for the broken run."""
+    forged = "x\x1b[2J\x1b[H\rHEALTHY   job/rank_0  steps 10-8000\nrtl\u202egnp.exe"
+    steps, y = loss_curve()
+    write_scalars(logdir / forged, {"train/loss": (steps, np.exp(y))})
+    code, out, _ = run_check(capsys, str(logdir))
+    assert code == 1
+    assert "\x1b" not in out and "\r" not in out and "\u202e" not in out
+    lines = out.splitlines()
+    assert sum(line.startswith("HEALTHY") for line in lines) == 2  # healthy and the forged-name run
+    assert not any(line.startswith("HEALTHY   job/rank_0") for line in lines)
+    assert "HEALTHY   x\\x1b[2J\\x1b[H\\rHEALTHY   job/rank_0  steps 10-8000\\nrtl\\u202egnp.exe" in out

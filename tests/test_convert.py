@@ -116,3 +116,18 @@ def test_progress_inside_a_big_run_is_reported_as_bytes_are_read(mindspore_logs,
     lines = capsys.readouterr().err.splitlines()
     assert any(line.strip().startswith("read ") for line in lines)
     assert lines[0].startswith("[1/2] collector") and lines[0].endswith("(0% done)")
+
+
+def test_an_unreadable_summary_file_is_one_line_and_exit_2_the_rest_converted(mindspore_logs, tmp_path, capsys):
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(mindspore_logs, src, symlinks=True)
+    (src / "looped").mkdir()
+    loop = src / "looped" / "events.out.events.summary.1.0.host_MS"
+    loop.symlink_to(loop.name)  # a symlink to itself: ELOOP for anyone, root included
+    code = main(["convert", str(src), str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    assert f"tb-health convert: skipping unreadable event file {loop} (Too many levels of symbolic links)" in captured.err
+    assert "converted 3 run(s)" in captured.out and (tmp_path / "out" / "collector").is_dir()

@@ -27,14 +27,24 @@ def test_spike_between_collections_reaches_the_window_aggregates(tmp_path):
             loss = 50.0 if step == 13 else 1.0 / step
             health.log_step(step, loss, grad_norm=2.0 if step != 17 else 900.0)
     logged = scalars(tmp_path / "rank_0")
-    assert sorted(logged["train/loss"]) == [10, 20, 30]
+    assert sorted(logged["train/loss"]) == [1, 10, 20, 30]  # step 1: where the run starts from
     assert 13 not in logged["train/loss"]
     assert logged["train/loss_max"][20] == pytest.approx(50.0)
-    assert logged["train/loss_max"][10] == pytest.approx(1.0)
+    # step 1's window is step 1 alone; the next one covers steps 2-10
+    assert logged["train/loss_max"] == pytest.approx({1: 1.0, 10: 0.5, 20: 50.0, 30: 1.0 / 21})
     assert logged["train/loss_min"][30] == pytest.approx(1.0 / 30)
-    assert logged["train/grad_norm_max"] == pytest.approx({10: 2.0, 20: 900.0, 30: 2.0})
+    assert logged["train/grad_norm_max"] == pytest.approx({1: 2.0, 10: 2.0, 20: 900.0, 30: 2.0})
     assert set(logged["train/nonfinite_count"].values()) == {0.0}
     assert logged["train/step_time_ms"][10] >= 0.0
+
+
+def test_a_resumed_run_logs_its_first_step_too(tmp_path):
+    with quiet_logger(tmp_path, collect_freq=10) as health:
+        for step in range(101, 125):
+            health.log_step(step, 1.0 / step)
+    logged = scalars(tmp_path / "rank_0")
+    assert sorted(logged["train/loss"]) == [101, 110, 120]  # and the partial window up to 124 on close:
+    assert logged["train/loss_max"] == pytest.approx({101: 1 / 101, 110: 1 / 102, 120: 1 / 111, 124: 1 / 121})
 
 
 def test_nonfinite_values_are_logged_as_such_and_counted(tmp_path):
@@ -44,7 +54,7 @@ def test_nonfinite_values_are_logged_as_such_and_counted(tmp_path):
             health.log_step(step, loss, grad_norm=-math.inf if step == 8 else 1.0)
     logged = scalars(tmp_path / "rank_0")
     assert math.isnan(logged["train/loss"][10])
-    assert logged["train/nonfinite_count"] == {5: 2.0, 10: 2.0}
+    assert logged["train/nonfinite_count"] == {1: 0.0, 5: 2.0, 10: 2.0}
     assert logged["train/loss_max"][5] == math.inf
     assert logged["train/loss_min"][10] == 1.0
 
@@ -54,7 +64,7 @@ def test_a_partial_last_window_is_written_on_close(tmp_path):
         for step in range(1, 14):
             health.log_step(step, 7.0 if step == 12 else 1.0)
     logged = scalars(tmp_path / "rank_0")
-    assert logged["train/loss_max"] == {10: 1.0, 13: 7.0}
+    assert logged["train/loss_max"] == {1: 1.0, 10: 1.0, 13: 7.0}
 
 
 def test_unwritable_log_dir_warns_once_and_logging_goes_on(tmp_path):
@@ -249,9 +259,9 @@ def test_the_projects_readers_read_what_the_hooks_wrote(tmp_path):
     (run,) = read_logdir(tmp_path)
     assert run.name == "rank_1"
     loss = run.scalars["train/loss"]
-    assert loss.steps.tolist() == [2, 4, 6] and loss.values.tolist() == [2.0, 4.0, 6.0]
-    assert math.isnan(run.scalars["train/grad_norm"].values[1])
-    assert run.scalars["train/nonfinite_count"].values.tolist() == [0.0, 1.0, 0.0]
+    assert loss.steps.tolist() == [1, 2, 4, 6] and loss.values.tolist() == [1.0, 2.0, 4.0, 6.0]
+    assert math.isnan(run.scalars["train/grad_norm"].values[2])
+    assert run.scalars["train/nonfinite_count"].values.tolist() == [0.0, 0.0, 1.0, 0.0]
     assert "weight/w" in run.histograms
     (text,) = run.texts["health/findings"].values
     assert '"kind": "divergence"' in text
@@ -297,3 +307,126 @@ def test_a_slow_online_analysis_is_spaced_out_to_stay_off_the_training_path(tmp_
     assert 1 <= background_runs <= 3  # each 50 ms analysis waits 450 ms before the next
     gaps = np.diff(starts[:background_runs])
     assert (gaps >= 0.45).all()
+
+
+# ----- hostile and unlucky inputs never reach the training loop
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"loss": np.array([])},
+        {"loss": "not a number"},
+        {"loss": 1.0, "grad_norm": np.array([])},
+        {"loss": 1.0, "lr": object()},
+        {"loss": 1.0, "grad_stats": np.array([])},
+        {"loss": 1.0, "window": {"steps": 2}},
+    ],
+    ids=["empty-loss", "string-loss", "empty-grad-norm", "object-lr", "empty-grad-stats", "incomplete-window"],
+)
+def test_an_unreadable_value_skips_that_call_with_one_warning(tmp_path, bad):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with quiet_logger(tmp_path, collect_freq=1) as health:
+            health.log_step(1, 2.0)
+            for step in (2, 3):
+                health.log_step(step, **bad)  # must not raise into the training loop
+            health.log_step(4, 0.5)
+            health.log_eval(4, {"loss": np.array([]), "accuracy": 0.9})
+    messages = [str(w.message) for w in caught if "tb-health" in str(w.message)]
+    assert len([m for m in messages if "log_step at step 2 skipped" in m]) == 1  # once, not per call
+    assert not any("step 3" in m for m in messages)
+    assert any("log_eval('loss') at step 4 skipped" in m for m in messages)
+    logged = scalars(tmp_path / "rank_0")
+    assert logged["train/loss"][1] == 2.0 and logged["train/loss"][4] == 0.5
+    assert logged["eval/accuracy"] == {4: pytest.approx(0.9)}
+
+
+def test_stop_on_critical_stops_at_the_nonfinite_step_not_after_the_analysis(tmp_path):
+    """The analysis runs every 10 collections in the background; the NaN is known at once."""
+    with HealthLogger(tmp_path, collect_freq=10, rank=0, stop_on_critical=True) as health:
+        stopped_at = None
+        for step in range(1, 61):
+            health.log_step(step, math.nan if step >= 53 else 1.0 / step, grad_norm=1.0)
+            if health.should_stop:
+                stopped_at = step
+                break
+    assert stopped_at == 53
+    logged = scalars(tmp_path / "rank_0")
+    assert math.isnan(logged["train/loss"][53])  # the step it stopped at is logged in full
+    assert logged["train/nonfinite_count"][53] == 1.0 and logged["train/loss_max"][53] == pytest.approx(1 / 51)  # steps 51-53
+    assert any(step == 53 and "stopping at this step" in text for step, text in texts(tmp_path / "rank_0", "health/notes"))
+
+
+def test_stop_on_critical_stops_on_an_applied_nonfinite_gradient_not_on_a_skipped_overflow(tmp_path):
+    with HealthLogger(tmp_path, collect_freq=10, rank=0, stop_on_critical=True, online_analysis=False) as health:
+        health.log_step(1, 1.0, grad_norm=math.inf, overflow=1.0, loss_scale=2.0**15)  # loss scaling at work
+        assert not health.should_stop
+        health.log_step(2, 1.0, grad_norm=math.inf, overflow=0.0, loss_scale=2.0**15)  # applied: weights now Inf
+        assert health.should_stop
+
+
+def test_the_online_analysis_keeps_a_bounded_number_of_points(tmp_path):
+    from trainer_hooks.online import MAX_POINTS_PER_TAG, OnlineAnalyzer
+
+    analyzer = OnlineAnalyzer("rank_0", lambda findings: None, analyze=lambda run: {"findings": []})
+    points = 10 * MAX_POINTS_PER_TAG + 123
+    for step in range(1, points + 1):
+        analyzer.record_scalar("train/loss", step, 1.0 / step, float(step))
+        analyzer.record_scalar("train/lr", step, 1e-3, float(step))
+    kept, nbytes = analyzer.retained()
+    assert kept <= 2 * MAX_POINTS_PER_TAG
+    assert nbytes <= 2 * MAX_POINTS_PER_TAG * 24  # step, value and wall time: 8 bytes each
+    loss = analyzer.run_data().scalars["train/loss"]
+    steps = loss.steps.tolist()
+    assert steps[0] == 1 and steps == sorted(steps)  # the start of the run stays
+    newest = steps[-MAX_POINTS_PER_TAG // 2:]
+    assert newest == list(range(points - MAX_POINTS_PER_TAG // 2 + 1, points + 1))  # the recent window is complete
+    assert loss.values[-1] == pytest.approx(1.0 / points)
+    # and past the bound, more points cost no more memory (bytes traced, not the store's own count)
+    import tracemalloc
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for step in range(points + 1, points + 4 * MAX_POINTS_PER_TAG):
+        analyzer.record_scalar("train/loss", step, 1.0 / step, float(step))
+        analyzer.record_scalar("train/lr", step, 1e-3, float(step))
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes more for {8 * MAX_POINTS_PER_TAG} more points"
+
+
+def test_a_disk_filling_up_gives_one_warning_and_no_thread_traceback(tmp_path):
+    """RLIMIT_FSIZE makes writes past the limit fail with EFBIG, as a full disk fails them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = r"""
+import resource, signal, sys, warnings
+from trainer_hooks import HealthLogger
+warnings.simplefilter("always")
+health = HealthLogger(sys.argv[1], collect_freq=1, rank=0, online_analysis=False, flush_secs=0.05)
+for step in range(1, 5):
+    health.log_step(step, 1.0)
+health.flush()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (health.writer_size_for_test, resource.RLIM_INFINITY))
+for step in range(5, 3000):
+    health.log_step(step, 1.0, grad_norm=1.0, lr=1e-3)
+    if step % 100 == 0:
+        health.flush()
+health.close()
+print("trained to the end")
+"""
+    import os
+
+    root = Path(__file__).resolve().parents[1]
+    script = script.replace("health.writer_size_for_test", "sum(os.path.getsize(os.path.join(sys.argv[1], 'rank_0', f)) "
+                            "for f in os.listdir(os.path.join(sys.argv[1], 'rank_0'))) + 2000")
+    script = script.replace("import resource,", "import os, resource,")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+    assert result.returncode == 0 and "trained to the end" in result.stdout, result.stderr[-2000:]
+    assert "Exception in thread" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.count("cannot write health logs") == 2  # one warning: the logging line and its RuntimeWarning

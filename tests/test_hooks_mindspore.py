@@ -76,11 +76,11 @@ def test_model_train_with_the_health_cell_in_graph_mode(tmp_path):
     model.train(2, dataset(64), callbacks=[recorder, monitor], dataset_sink_mode=False)
 
     logged = scalars(tmp_path / "logs" / "rank_0")
-    steps = list(range(4, 33, 4))
+    steps = [1, *range(4, 33, 4)]  # step 1 too: where the run starts from
     assert sorted(logged["train/loss"]) == steps
-    for step in steps:
+    for previous, step in zip([0, *steps[:-1]], steps, strict=True):
         assert logged["train/loss"][step] == pytest.approx(recorder.losses[step], rel=1e-6)
-        window = [recorder.losses[s] for s in range(step - 3, step + 1)]
+        window = [recorder.losses[s] for s in range(previous + 1, step + 1)]  # step 1's window: itself
         assert logged["train/loss_max"][step] == pytest.approx(max(window), rel=1e-6)
         assert logged["train/loss_min"][step] == pytest.approx(min(window), rel=1e-6)
         # the rate used by step s is the schedule at global step s - 1
@@ -88,7 +88,8 @@ def test_model_train_with_the_health_cell_in_graph_mode(tmp_path):
         per_param = [logged[f"grad_norm/{p.name}"][step] for p in optimizer.parameters]
         assert logged["train/grad_norm"][step] == pytest.approx(math.sqrt(sum(v * v for v in per_param)), rel=1e-5)
         assert logged["train/grad_norm_max"][step] >= logged["train/grad_norm"][step]
-        assert logged["train/throughput"][step] == pytest.approx(BATCH * 1000 / logged["train/step_time_ms"][step])
+        if step > 1:  # step 1 has no previous step to time it from
+            assert logged["train/throughput"][step] == pytest.approx(BATCH * 1000 / logged["train/step_time_ms"][step])
     assert "train/loss_scale" not in logged  # no loss scaling: nothing pretends otherwise
     name = optimizer.parameters[0].name
     assert logged[f"weight_norm/{name}"][8] == pytest.approx(np.linalg.norm(recorder.weights[8][name]), rel=1e-5)
@@ -155,7 +156,7 @@ def test_plain_model_in_pynative_mode_logs_what_it_can_and_eval_metrics(tmp_path
 
     run_dir = tmp_path / "logs" / "rank_0"
     logged = scalars(run_dir)
-    assert logged["train/lr"] == pytest.approx({s: rates[s - 1] for s in (3, 6, 9, 12)})
+    assert logged["train/lr"] == pytest.approx({s: rates[s - 1] for s in (1, 3, 6, 9, 12)})
     assert "train/grad_norm" not in logged and not any(t.startswith("grad_norm/") for t in logged)
     assert sorted(logged[f"weight_norm/{optimizer.parameters[0].name}"]) == [6, 12]
     assert set(logged["eval/loss"]) == {12} and set(logged["eval/mae"]) == {12}
@@ -172,7 +173,7 @@ def test_dataset_sink_mode_on_logs_every_collection(tmp_path):
     model.train(2, dataset(32), callbacks=[monitor], dataset_sink_mode=True, sink_size=4)
     logged = scalars(tmp_path / "logs" / "rank_0")
     # MindSpore's CPU backend runs sink mode step by step: every step is visible
-    assert sorted(logged["train/grad_norm"]) == [4, 8, 12, 16]
+    assert sorted(logged["train/grad_norm"]) == [1, 4, 8, 12, 16]
 
 
 def test_sink_style_step_jumps_keep_every_steps_spikes_and_are_reported(tmp_path):
@@ -255,7 +256,7 @@ def test_interrupted_training_leaves_readable_closed_logs(tmp_path):
         model.train(1, dataset(64), callbacks=[monitor, StepRecorder(interrupt_at=13)], dataset_sink_mode=False)
     assert monitor.health is None  # closed by the callback context on the way out
     logged = scalars(tmp_path / "logs" / "rank_0")
-    assert sorted(logged["train/loss"]) == [5, 10]
+    assert sorted(logged["train/loss"]) == [1, 5, 10]
     assert logged["train/loss_max"][13] > 0  # the partial window up to the interrupt
 
 
@@ -276,9 +277,28 @@ def test_stop_on_critical_finding_stops_model_train(tmp_path):
     recorder = StepRecorder(step_seconds=0.02)  # the analysis runs in the background meanwhile
     monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=2, analyze_every=1, stop_on_critical=True, analyze=analyze)
     model.train(1, dataset(x=x, y=y), callbacks=[recorder, monitor], dataset_sink_mode=False)
-    assert 12 <= recorder.last_step < 40
+    assert recorder.last_step == 11  # at the NaN step itself, not when the analysis catches up
     written = findings(tmp_path / "logs" / "rank_0")
-    assert [(s, f["kind"], f["severity"]) for s, f in written] == [(12, "nonfinite", "critical")]
+    assert [(s, f["kind"], f["severity"]) for s, f in written] == [(11, "nonfinite", "critical")]
+
+
+@pytest.mark.parametrize("nan_from", [21, 50])
+def test_stop_on_critical_stops_at_the_first_nonfinite_step(tmp_path, nan_from):
+    """A 60-step run (collect every 10, analyse every 10 collections) whose loss turns NaN at
+    step 50 used to train to its end; at step 21, it used to stop dozens of steps late."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    x, y = regression_data(60 * BATCH)
+    y[(nan_from - 1) * BATCH:] = np.nan
+    net = mlp()
+    model = ms.Model(TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.01)))
+    recorder = StepRecorder()
+    monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=10, stop_on_critical=True)
+    model.train(1, dataset(x=x, y=y), callbacks=[recorder, monitor], dataset_sink_mode=False)
+    assert recorder.last_step == nan_from
+    assert math.isnan(recorder.losses[nan_from]) and math.isfinite(recorder.losses[nan_from - 1])
+    logged = scalars(tmp_path / "logs" / "rank_0")
+    assert math.isnan(logged["train/loss"][nan_from]) and logged["train/nonfinite_count"][nan_from] >= 1
+    assert any(f["kind"] == "nonfinite" and f["severity"] == "critical" for _, f in findings(tmp_path / "logs" / "rank_0"))
 
 
 @pytest.mark.parametrize("mode", ["pynative", "jit"])
@@ -311,8 +331,8 @@ def test_custom_loop_with_value_and_grad(tmp_path, mode):
     health.close()
     logged = scalars(tmp_path / "rank_0")
     first = optimizer.parameters[0].name
-    assert logged[f"grad_norm/{first}"] == pytest.approx({s: expected[s] for s in (2, 4, 6)}, rel=1e-5)
-    assert logged["train/lr"] == pytest.approx({2: 0.04, 4: 0.02, 6: 0.005})
+    assert logged[f"grad_norm/{first}"] == pytest.approx({s: expected[s] for s in (1, 2, 4, 6)}, rel=1e-5)
+    assert logged["train/lr"] == pytest.approx({1: 0.05, 2: 0.04, 4: 0.02, 6: 0.005})
     assert logged["train/loss"][6] < logged["train/loss"][2]
 
 

@@ -119,3 +119,18 @@ def test_the_check_reads_mindformers_spelling_and_the_overflow_flag():
     assert findings and {f.kind for f in findings} == {"loss_scale"}
     assert all(f.tag == "loss-scale" for f in findings)
     assert any(f.severity == "critical" for f in findings)
+
+
+def test_a_scale_falling_by_more_halvings_than_steps_counts_at_most_every_step():
+    """A scale that underflows towards 0 (Inf gradients unscaled again and again) falls by
+    dozens of halvings between two logged steps; at most each of those steps overflowed."""
+    scales, _ = simulate(steps=400, window=50)
+    scales[300:] = 1e-30  # about 100 halvings at once, then stuck
+    scales[301::3] = 1e-20  # and back up and down by ~33 halvings every few steps
+    steps = np.arange(1, scales.size + 1)
+    data = RunData("run", scalars={"train/loss_scale": ScalarSeries.from_lists(steps, scales)})
+    (storm,) = [f for f in loss_scale_check(RunSignals.from_run(data)) if f.evidence["what"] == "overflow_rate"]
+    assert 0 < storm.evidence["skip_rate"] <= 1
+    assert storm.evidence["overflows"] <= storm.evidence["steps"] + 1
+    share = float(storm.message.split("%")[0])
+    assert share <= 100.0

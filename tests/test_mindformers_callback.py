@@ -73,14 +73,14 @@ def test_yaml_entry_builds_the_callback_that_logs_mindformers_outputs(tmp_path):
     train(cell, callbacks)
 
     logged = scalars(tmp_path / "logs" / "rank_0")
-    assert sorted(logged["train/loss"]) == [4, 8, 12, 16]
-    for step in (4, 8, 12, 16):
+    assert sorted(logged["train/loss"]) == [1, 4, 8, 12, 16]  # step 1: where the run starts from
+    for step in (1, 4, 8, 12, 16):
         assert logged["train/lr"][step] == pytest.approx(0.01 * 0.5 ** ((step - 1) / 8), rel=1e-5)
         per_param = [logged[f"grad_norm/{p.name}"][step] for p in optimizer.parameters]
         assert logged["train/grad_norm"][step] == pytest.approx(math.sqrt(sum(v * v for v in per_param)), rel=1e-4)
         assert logged["train/loss_scale"][step] == 2.0**10
         assert logged["train/overflow"][step] == 0.0
-    assert logged["train/overflow_count"] == {4: 0.0, 8: 0.0, 12: 0.0, 16: 0.0}
+    assert logged["train/overflow_count"] == {1: 0.0, 4: 0.0, 8: 0.0, 12: 0.0, 16: 0.0}
     assert sorted(logged[f"weight_norm/{optimizer.parameters[0].name}"]) == [8, 16]
 
 

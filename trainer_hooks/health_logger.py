@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,10 +39,14 @@ def _positive_int(name: str, value: Any, allow_zero: bool = False) -> None:
 
 
 def to_float(value: Any) -> float:
-    """A Python float from a number, a numpy value or a one-element MindSpore tensor."""
+    """A Python float from a number, a numpy value or a one-element MindSpore tensor (the first
+    element of a bigger one); ValueError for an empty or non-numeric value."""
     if hasattr(value, "asnumpy"):
         value = value.asnumpy()
-    return float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("expected a number, got an empty array")
+    return float(flat[0])
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -55,10 +60,10 @@ class HealthLogger:
 
     Args:
         log_dir: root folder of the logs; this rank writes into `rank_<id>/` below it.
-        collect_freq: write scalars every this many steps. Every step's loss, gradient norm and
-            overflow flag still feed the window aggregates (`train/loss_max`, `train/loss_min`,
-            `train/grad_norm_max`, `train/nonfinite_count`, `train/overflow_count`), so no
-            spike is lost.
+        collect_freq: write scalars at the first step (step 1, or the first after a resume:
+            the run's starting point) and every this many steps. Every step's loss, gradient norm and overflow flag still feed the window
+            aggregates (`train/loss_max`, `train/loss_min`, `train/grad_norm_max`,
+            `train/nonfinite_count`, `train/overflow_count`), so no spike is lost.
         weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`
             (needs `parameters`; copies the weights to the host at that step and the one
             before). 0 turns it off.
@@ -70,10 +75,14 @@ class HealthLogger:
         batch_size: samples per step, for `train/throughput` (samples/s).
         seq_length: tokens per sample, for `train/tokens_per_s`.
         online_analysis: run the project's detectors every `analyze_every` collections in a
-            background thread and write new findings as `health/findings` text.
+            background thread and write new findings as `health/findings` text. It keeps at
+            most `trainer_hooks.online.MAX_POINTS_PER_TAG` points per tag (192 KiB a tag).
         analyze_every: collections between two online analyses.
         stop_on_critical: when a critical finding appears, `should_stop` becomes true (the
-            MindSpore callbacks then call `run_context.request_stop()`).
+            MindSpore callbacks then call `run_context.request_stop()`). A non-finite loss, or a
+            non-finite gradient norm on a step the loss scaler did not flag as an overflow (so
+            its update was applied), sets it at that very step, without waiting for the
+            analysis; the step is then logged in full.
         findings_min_severity: the least severity written and printed ("info", "warning",
             "critical").
         rank, world_size: override the detected rank (see `trainer_hooks.ranks`).
@@ -148,6 +157,7 @@ class HealthLogger:
         self._pending_collection = False
         self._grad_stats_fn = None
         self._has_overflow_flag = False
+        self._input_errors: set[tuple[str, str]] = set()
         self._closed = False
 
     @staticmethod
@@ -183,7 +193,9 @@ class HealthLogger:
     # ----- what a step logs
 
     def is_collect_step(self, step: int) -> bool:
-        return step % self.collect_freq == 0
+        """The first step logged (step 1, or the first after a resume: where the run starts
+        from) and every `collect_freq`-th step."""
+        return step == 1 or self._last_step is None or step % self.collect_freq == 0
 
     def wants_weights(self, step: int) -> bool:
         """Whether the weights are read at this step: a weight step, the step just before one
@@ -219,9 +231,20 @@ class HealthLogger:
         `window`: aggregates of those steps computed on the device (`steps`, `loss_max`,
         `loss_min`, `grad_norm_max`, `nonfinite_count`, `overflow_count`; NaN max/min for
         none); they replace this call's single values in the window aggregates.
+
+        Never raises: a value that cannot be read (an empty array, a string...) skips this call
+        with one warning per kind of problem, and training goes on.
         """
         if self._closed:
             return
+        try:
+            self._log_step(step, loss, grads, grad_stats, grad_norm, param_grad_norms, lr, loss_scale, overflow,
+                           batch_size, steps_done, window)
+        except Exception as error:  # noqa: BLE001 - nothing the user passes may stop training
+            self._input_error("log_step", step, error)
+
+    def _log_step(self, step, loss, grads, grad_stats, grad_norm, param_grad_norms, lr, loss_scale, overflow,
+                  batch_size, steps_done, window) -> None:
         now = time.perf_counter()
         if self._last_time is not None:
             self._timed_seconds += now - self._last_time
@@ -244,8 +267,10 @@ class HealthLogger:
                 self.grad_norm_window.add(grad_norm_value)
             if overflow is not None and to_float(overflow):
                 self.overflow_steps += 1
+        collect = self.is_collect_step(step)
         self._last_step = step
-        if self.is_collect_step(step):
+        stop_now = self._nonfinite_update(loss_value, grad_norm_value, overflow, window)
+        if stop_now or collect:
             self._collect(step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size)
         else:
             self._pending_collection = True
@@ -255,6 +280,48 @@ class HealthLogger:
             names = self.param_names(len(grads))
             for name, grad in zip(names, grads, strict=True):
                 self.writer.histogram(f"grad/{name}", to_numpy(grad), step)
+        if stop_now:
+            self._stop_now(step, loss_value, grad_norm_value)
+
+    def _nonfinite_update(self, loss_value: float, grad_norm_value: float | None, overflow: Any, window) -> bool:
+        """With `stop_on_critical`: whether this step's loss is non-finite, or its gradient norm
+        is on a step whose update was applied. A non-finite gradient norm on a step the loss
+        scaler flagged as an overflow was skipped (update thrown away, scale lowered): that is
+        dynamic loss scaling working, not damage."""
+        if not self.stop_on_critical or self.should_stop:
+            return False
+        if window is not None:
+            # several steps at once (sink mode): the cell counted non-finite losses plus norms,
+            # and (with loss scaling, when `overflow` is passed) the norms that were overflows
+            skipped = int(window.get("overflow_count", 0)) if overflow is not None else 0
+            return int(window.get("nonfinite_count", 0)) > skipped
+        if not math.isfinite(loss_value):
+            return True
+        skipped = overflow is not None and bool(to_float(overflow))
+        return grad_norm_value is not None and not math.isfinite(grad_norm_value) and not skipped
+
+    def _stop_now(self, step: int, loss_value: float, grad_norm_value: float | None) -> None:
+        self.should_stop = True
+        message = (
+            f"non-finite training values at step {step} (loss {loss_value}, gradient norm {grad_norm_value}); "
+            "stopping at this step (stop_on_critical=True)"
+        )
+        logger.error("tb-health: %s", message)
+        self.writer.text(NOTES_TAG, message, step)
+        self.writer.flush()
+
+    def _input_error(self, where: str, step: int, error: Exception) -> None:
+        """Warn once per kind of problem in what the training passed; the call is skipped."""
+        key = (where, type(error).__name__)
+        if key in self._input_errors:
+            return
+        self._input_errors.add(key)
+        message = (
+            f"tb-health: {where} at step {step} skipped: {type(error).__name__}: {error} "
+            "(later calls with the same problem are skipped silently; training continues)"
+        )
+        logger.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def step_ended(self) -> None:
         """Mark the end of a step's callbacks; the time until `step_begins` is host time."""
@@ -274,8 +341,8 @@ class HealthLogger:
         for name, value in metrics.items():
             try:
                 self._scalar(f"eval/{name}", to_float(value), step)
-            except (TypeError, ValueError):
-                continue
+            except Exception as error:  # noqa: BLE001 - a metric that is not a number is skipped
+                self._input_error(f"log_eval({name!r})", step, error)
 
     def note(self, step: int, message: str) -> None:
         """Say once, in the logs (`health/notes`) and on the console, what cannot be logged."""

@@ -87,7 +87,8 @@ class HealthMonitor(Callback):
         online_analysis: run the project's detectors during training (background thread) and
             write each new finding as a `health/findings` text event, printed as well.
         analyze_every: collections between two online analyses.
-        stop_on_critical: stop training (`run_context.request_stop()`) on a critical finding.
+        stop_on_critical: stop training (`run_context.request_stop()`) on a critical finding,
+            and at the step itself on a non-finite loss or applied non-finite gradient norm.
         findings_min_severity: least severity of the findings written ("info", "warning", "critical").
         rank, world_size: override the rank detection (communication API, then launcher variables).
         flush_secs: how often the writer flushes to disk (an interrupted run keeps what was flushed).

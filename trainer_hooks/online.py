@@ -1,8 +1,15 @@
 """Online health: the project's detectors run on what the hooks logged, while training runs.
 
-The hooks record every scalar they write into an in-memory `RunData`; every few collections a
-single background thread runs `tb_health_plugin.analysis.engine.analyze_run` on a snapshot, so
-the training thread only pays for appending to lists. The analysis grows with the run; to keep
+The hooks record every scalar they write in memory; every few collections a single background
+thread runs `tb_health_plugin.analysis.engine.analyze_run` on a snapshot, so the training thread
+only pays for an append into preallocated arrays.
+
+Memory is bounded: each tag keeps at most `MAX_POINTS_PER_TAG` points (24 bytes each: step,
+value, wall time), 192 KiB a tag whatever the run's length. When a tag's store is full, its
+newest half is kept point by point and every other point of the older half is dropped (the
+first point always stays): the recent window the detectors compare against stays complete,
+older history thins out geometrically into an envelope of the run. The analysis runs every few
+collections, so a finding in the older part was reported when it was recent. The analysis grows with the run; to keep
 it from competing with training for the interpreter, the thread is kept busy at most
 `MAX_BUSY_FRACTION` of the wall time (a slow analysis delays the next one). Findings not seen before are handed to
 `on_new_findings` (the logger writes them as `health/findings` text and prints them).
@@ -26,6 +33,53 @@ SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 Analyze = Callable[[Any], dict]  # RunData -> the contract's run report
 FINAL_ANALYSIS_TIMEOUT_S = 60.0
 MAX_BUSY_FRACTION = 0.1  # of wall time the background analysis may use
+# Points kept per tag: with the default collect_freq of 10 the newest half, 4096 collections,
+# covers the last 40,960 steps at full resolution, far more than any detector's window.
+MAX_POINTS_PER_TAG = 8192
+INITIAL_POINTS = 256  # a tag's first allocation; doubles up to MAX_POINTS_PER_TAG
+
+
+class BoundedSeries:
+    """One tag's (step, value, wall time) points, at most `capacity` of them (see module doc)."""
+
+    def __init__(self, capacity: int = MAX_POINTS_PER_TAG) -> None:
+        self.capacity = capacity
+        self.size = 0
+        self.steps = np.empty(min(INITIAL_POINTS, capacity), dtype=np.int64)
+        self.values = np.empty(self.steps.size, dtype=np.float64)
+        self.wall_times = np.empty(self.steps.size, dtype=np.float64)
+
+    @property
+    def nbytes(self) -> int:
+        return self.steps.nbytes + self.values.nbytes + self.wall_times.nbytes
+
+    def append(self, step: int, value: float, wall_time: float) -> None:
+        if self.size == self.steps.size:
+            if self.size < self.capacity:
+                self._resize(min(2 * self.size, self.capacity))
+            else:
+                self._thin_older_half()
+        self.steps[self.size], self.values[self.size], self.wall_times[self.size] = step, value, wall_time
+        self.size += 1
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of the kept points, oldest first."""
+        n = self.size
+        return self.steps[:n].copy(), self.values[:n].copy(), self.wall_times[:n].copy()
+
+    def _resize(self, size: int) -> None:
+        for name in ("steps", "values", "wall_times"):
+            old = getattr(self, name)
+            new = np.empty(size, dtype=old.dtype)
+            new[: self.size] = old[: self.size]
+            setattr(self, name, new)
+
+    def _thin_older_half(self) -> None:
+        half = self.size // 2
+        keep = np.concatenate((np.arange(0, half, 2), np.arange(half, self.size)))
+        for array in (self.steps, self.values, self.wall_times):
+            array[: keep.size] = array[keep]
+        self.size = keep.size
 
 
 def default_analyze() -> Analyze:
@@ -50,7 +104,7 @@ class OnlineAnalyzer:
         self.min_rank = SEVERITY_RANK[min_severity]
         self._on_new_findings = on_new_findings
         self._analyze = analyze
-        self._scalars: dict[str, tuple[list[int], list[float], list[float]]] = defaultdict(lambda: ([], [], []))
+        self._scalars: dict[str, BoundedSeries] = defaultdict(BoundedSeries)
         self._lock = threading.Lock()  # guards the recorded scalars
         self._analysis_lock = threading.Lock()  # one analysis at a time (background or final)
         self._seen: set[tuple[str, str, int]] = set()
@@ -62,10 +116,13 @@ class OnlineAnalyzer:
 
     def record_scalar(self, tag: str, step: int, value: float, wall_time: float) -> None:
         with self._lock:
-            steps, values, wall_times = self._scalars[tag]
-            steps.append(int(step))
-            values.append(float(value))
-            wall_times.append(wall_time)
+            self._scalars[tag].append(int(step), float(value), float(wall_time))
+
+    def retained(self) -> tuple[int, int]:
+        """(points kept, bytes allocated for them) over all tags."""
+        with self._lock:
+            series = list(self._scalars.values())
+        return sum(s.size for s in series), sum(s.nbytes for s in series)
 
     def collection_done(self) -> None:
         """Called once per collection; starts a background analysis every `every` of them."""
@@ -130,17 +187,12 @@ class OnlineAnalyzer:
 
         run = RunData(name=self.run_name)
         with self._lock:
-            snapshot = {tag: (list(s), list(v), list(w)) for tag, (s, v, w) in self._scalars.items()}
+            snapshot = {tag: series.arrays() for tag, series in self._scalars.items()}
         for tag, (steps, values, wall_times) in snapshot.items():
-            steps_arr = np.asarray(steps, dtype=np.int64)
             # keep the last write of each step, steps ascending (a resume may repeat steps)
-            reversed_unique, index = np.unique(steps_arr[::-1], return_index=True)
-            keep = len(steps_arr) - 1 - index
-            run.scalars[tag] = ScalarSeries(
-                reversed_unique,
-                np.asarray(wall_times, dtype=np.float64)[keep],
-                np.asarray(values, dtype=np.float64)[keep],
-            )
-            if wall_times:
+            reversed_unique, index = np.unique(steps[::-1], return_index=True)
+            keep = len(steps) - 1 - index
+            run.scalars[tag] = ScalarSeries(reversed_unique, wall_times[keep], values[keep])
+            if wall_times.size:
                 run.last_wall_time = max(run.last_wall_time, float(wall_times[-1]))
         return run

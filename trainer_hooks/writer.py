@@ -2,7 +2,10 @@
 
 Everything goes through TensorBoard's own `EventFileWriter` (a background thread does the file
 I/O) and its protos. Any failure (unwritable folder, full disk, a dead writer thread) is warned
-about once; later writes are dropped silently so training carries on.
+about once; later writes are dropped silently so training carries on. TensorBoard's writer
+thread re-raises its I/O error after storing it for the next write to raise; Python would print
+that as an "Exception in thread" traceback next to our warning, so a `threading.excepthook`
+(chained to the one before it) keeps quiet for our writer threads only.
 
 TensorBoard (hence protobuf) is imported only when a writer is created: MindSpore must be
 imported before protobuf in a process (it needs protobuf's pure-python backend), so importing
@@ -15,6 +18,7 @@ import logging
 import threading
 import time
 import warnings
+import weakref
 
 import numpy as np
 
@@ -24,6 +28,40 @@ HISTOGRAM_BUCKETS = 30
 # Events queued for the writer thread before `add_event` blocks the caller; generous so that a
 # slow disk delays only the file, not the training step.
 MAX_QUEUED_EVENTS = 4096
+
+
+_writer_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_previous_excepthook = None
+_hook_lock = threading.Lock()
+_constructing = 0  # writers being created: their thread may fail before it is registered
+
+
+def _quiet_for_writer_threads(args: threading.ExceptHookArgs) -> None:
+    ours = args.thread in _writer_threads or (
+        _constructing and type(args.thread).__name__ == "_AsyncWriterThread"
+    )
+    if ours and isinstance(args.exc_value, Exception):
+        return  # stored by TensorBoard's thread; SafeEventWriter warns when the next write raises it
+    _previous_excepthook(args)
+
+
+def _install_excepthook() -> None:
+    global _previous_excepthook, _constructing
+    with _hook_lock:
+        if _previous_excepthook is None:
+            _previous_excepthook = threading.excepthook
+            threading.excepthook = _quiet_for_writer_threads
+        _constructing += 1
+
+
+def _watch_writer_thread(writer) -> None:
+    """Register TensorBoard's writer thread (a private attribute: left alone if it moves)."""
+    global _constructing
+    thread = getattr(getattr(writer, "_async_writer", None), "_worker", None)
+    with _hook_lock:
+        _constructing -= 1
+        if isinstance(thread, threading.Thread):
+            _writer_threads.add(thread)
 
 
 class SafeEventWriter:
@@ -37,7 +75,12 @@ class SafeEventWriter:
         try:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-            self._writer = EventFileWriter(log_dir, max_queue_size=MAX_QUEUED_EVENTS, flush_secs=flush_secs)
+            _install_excepthook()
+            writer = None
+            try:
+                writer = self._writer = EventFileWriter(log_dir, max_queue_size=MAX_QUEUED_EVENTS, flush_secs=flush_secs)
+            finally:
+                _watch_writer_thread(writer)
         except Exception as error:  # unwritable folder: warn, keep training
             self._fail(error)
 

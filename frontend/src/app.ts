@@ -2,6 +2,7 @@
 // the `runs` route and listens to TensorBoard's reloads, handing fresh summaries to the views
 // without rebuilding them, so selection, zoom and scroll survive every refresh.
 
+import {visibleName} from './format';
 import {api, type RunSummary} from './api';
 import {CompareView} from './compare';
 import {el} from './dom';
@@ -131,7 +132,7 @@ export class App {
       button.disabled = view === 'run' && !this.state.run;
     }
     const runTab = this.tabs.get('run');
-    if (runTab) runTab.title = this.state.run ?? '';
+    if (runTab) runTab.title = visibleName(this.state.run ?? '');
     this.host.dataset.view = this.state.view;
   }
 

@@ -9,7 +9,7 @@ import {ChartGroup, type GroupMember} from './chartGroup';
 import {groupCursor, groupHooks, plotWidth, stepAxisValues, valueAxisValues, xRange} from './charts';
 import {RUN_PALETTE} from './colors';
 import {el} from './dom';
-import {formatNumber, formatStep} from './format';
+import {formatNumber, formatStep, visibleName} from './format';
 import {bindText, label, t} from './i18n';
 
 interface LossStats {
@@ -108,9 +108,9 @@ class CompareChart implements GroupMember {
       for (const run of runs) {
         const color = RUN_PALETTE[this.runs.indexOf(run) % RUN_PALETTE.length];
         const mean = series.length;
-        series.push({label: run.run, stroke: color, width: 1.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
+        series.push({label: visibleName(run.run), stroke: color, width: 1.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
         for (const bound of ['min', 'max']) {
-          series.push({label: `${run.run} ${t(bound)}`, stroke: `${color}55`, width: 0.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
+          series.push({label: `${visibleName(run.run)} ${t(bound)}`, stroke: `${color}55`, width: 0.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
         }
         bands.push({series: [mean + 2, mean + 1], fill: `${color}1a`});
       }
@@ -197,8 +197,8 @@ export class CompareView {
       ...all.map((run) =>
         el('button', {
           class: selected.has(run.run) ? 'pick selected' : 'pick',
-          text: run.run,
-          title: run.run,
+          text: visibleName(run.run),
+          title: visibleName(run.run),
           data: {run: run.run},
           attrs: {type: 'button', 'aria-pressed': String(selected.has(run.run))},
           on: {click: () => this.toggleRun(run.run)},
@@ -248,7 +248,7 @@ export class CompareView {
         el('td', {class: 'run-cell'}, [
           el('a', {
             class: 'run-link',
-            text: run.run,
+            text: visibleName(run.run),
             attrs: {href: '#'},
             on: {
               click: (event) => {

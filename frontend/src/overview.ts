@@ -3,7 +3,7 @@
 
 import type {RunSummary, Severity} from './api';
 import {el} from './dom';
-import {ageSeconds, formatStep} from './format';
+import {ageSeconds, formatStep, visibleName} from './format';
 import {bindText, label, relativeAge, t} from './i18n';
 import type {AppState, SortKey} from './state';
 
@@ -269,8 +269,8 @@ export class Overview {
     const chips = Object.keys(run.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role), title: run.signals[role]}));
     const name = el('a', {
       class: 'run-link',
-      text: run.run,
-      title: run.run,
+      text: visibleName(run.run),
+      title: visibleName(run.run),
       attrs: {href: '#', role: 'button'},
       on: {
         click: (event) => {

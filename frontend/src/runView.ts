@@ -7,7 +7,7 @@ import {chartCard} from './card';
 import {EnvelopeChart, type Marker} from './charts';
 import {el} from './dom';
 import {findingKey, renderFindings} from './findings';
-import {formatStep} from './format';
+import {formatStep, visibleName} from './format';
 import {GradientHeatmap} from './heatmap';
 import {bindText, label, t} from './i18n';
 
@@ -221,12 +221,12 @@ export class RunView {
     const signals = Object.keys(summary.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role)}));
     const menu = el('select', {class: 'input run-menu', title: t('run'), attrs: {'aria-label': t('run')}});
     for (const run of this.allRuns.includes(summary.run) ? this.allRuns : [summary.run, ...this.allRuns]) {
-      menu.append(el('option', {text: run, attrs: {value: run}}));
+      menu.append(el('option', {text: visibleName(run), attrs: {value: run}}));
     }
     menu.value = summary.run;
     menu.addEventListener('change', () => this.switchRun(menu.value));
     this.header.replaceChildren(
-      el('h2', {class: 'run-title', text: summary.run, title: summary.run}),
+      el('h2', {class: 'run-title', text: visibleName(summary.run), title: visibleName(summary.run)}),
       menu,
       el('span', {class: `badge status-${summary.status}`, text: label('status', summary.status)}),
       el('span', {class: 'muted', text: summary.steps ? t('steps', {from: formatStep(summary.steps.first), to: formatStep(summary.steps.last)}) : t('noData')}),

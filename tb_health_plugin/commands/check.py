@@ -1,7 +1,8 @@
 """`tb-health check LOGDIR`: analyse every run under a logdir and print the report.
 
 Text for people (one line per run with its verdict, then its findings), strict JSON for tools
-(`shared/CONTRACTS.md`, section 2). The exit code says whether a finding reached `--fail-on`.
+(`shared/CONTRACTS.md`, section 2). The exit code says whether a finding reached `--fail-on`,
+or why the report is missing or incomplete (`EXIT_CODES_HELP`, shown by `--help`).
 stdout carries only the report; progress goes to stderr, when stderr is a terminal or the
 logdir is big enough for the wait to be noticed.
 """
@@ -17,9 +18,18 @@ from typing import Any, TextIO
 
 from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
 from tb_health_plugin.analysis.findings import SEVERITY_RANK
-from tb_health_plugin.roles import SCALAR_SPELLINGS
+from tb_health_plugin.commands.messages import printable, read_problems, say
+from tb_health_plugin.roles import SCALAR_SPELLINGS, is_samples_axis
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_UNREADABLE = 2  # part of LOGDIR could not be read: the report covers only the rest
+PROG = "tb-health check"
+EXIT_CODES_HELP = (
+    "exit codes: 0 no finding reaches --fail-on; 1 one does; 2 usage error, LOGDIR unreadable or "
+    "without event files, a --tag naming a tag no run has, a file or folder under LOGDIR that "
+    "could not be read (the report covers the rest) or a report that could not be written; "
+    "130 interrupted (Ctrl-C); 141 stdout closed before the report was written (e.g. | head)."
+)
 BIG_LOGDIR_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
 VERDICT_WIDTH = 9
 
@@ -29,8 +39,8 @@ def register(subparsers) -> None:
         "check",
         help="analyse every run under LOGDIR and print a health report",
         description="Analyse every run under LOGDIR (tfevents or MindSpore summaries) and report "
-        "its health. Exit 0 when no finding reaches --fail-on, 1 when one does, 2 for usage "
-        "errors or an unreadable LOGDIR.",
+        "its health. Names from the logs are printed with control characters escaped.",
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("logdir", metavar="LOGDIR")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
@@ -75,23 +85,37 @@ def run(args: argparse.Namespace) -> int:
     try:
         overrides = parse_tag_overrides(args.tag)
     except ValueError as error:
-        print(f"tb-health check: {error}", file=sys.stderr)
+        say(PROG, str(error))
         return EXIT_USAGE
     problem = logdir_problem(args.logdir)
     if problem:
-        print(f"tb-health check: {problem}", file=sys.stderr)
+        say(PROG, problem)
         return EXIT_USAGE
     progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir))
-    report = check_logdir(args.logdir, overrides, progress)
+    with read_problems(PROG) as problems:
+        try:
+            report = check_logdir(args.logdir, overrides, progress)
+        except MissingTagError as error:
+            say(PROG, str(error))
+            return EXIT_USAGE
     if not report["runs"]:
-        print(f"tb-health check: no event files found under {args.logdir}", file=sys.stderr)
+        say(PROG, f"no event files found under {args.logdir}")
         return EXIT_USAGE
+    unreadable = problems.count
     if args.format == "json":
         json.dump(report, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(report, args.fail_on))
+        sys.stdout.write(render_text(report, args.fail_on, unreadable=unreadable))
+    if unreadable:
+        say(PROG, f"{unreadable} unreadable path{'s' if unreadable != 1 else ''} under {args.logdir} "
+            f"left out of the report (exit {EXIT_UNREADABLE})")
+        return EXIT_UNREADABLE
     return EXIT_FINDINGS if reaches(report, args.fail_on) else EXIT_OK
+
+
+class MissingTagError(ValueError):
+    """A `--tag ROLE=TAG` naming a tag that no run under the logdir has."""
 
 
 def logdir_problem(logdir: str) -> str | None:
@@ -113,10 +137,24 @@ def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress:
     progress.say(f"reading {logdir} ...")
     started = time.perf_counter()
     runs = read_logdir(logdir)
+    check_overrides_present(runs, overrides or {}, progress)
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
     reports = analyze_runs(runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"))
     return logdir_report(logdir, reports)
+
+
+def check_overrides_present(runs, overrides: dict[str, str], progress: Progress) -> None:
+    """Raise `MissingTagError` for an override whose tag no run has (its role's checks would be
+    dropped without a word); say which runs lack it when only some do."""
+    for role, tag in overrides.items():
+        lacking = [run.name for run in runs if tag not in run.scalars or is_samples_axis(tag)]
+        if runs and len(lacking) == len(runs):
+            raise MissingTagError(f"--tag {role}={tag}: no run has a scalar tag {tag!r}; "
+                                  f"the {role} checks would be skipped")
+        if lacking:
+            progress.warn(f"--tag {role}={tag}: {len(lacking)} of {len(runs)} runs lack {tag!r} "
+                          f"(e.g. {lacking[0]}); their {role} checks are skipped")
 
 
 def reaches(report: dict, fail_on: str) -> bool:
@@ -124,25 +162,31 @@ def reaches(report: dict, fail_on: str) -> bool:
     return any(SEVERITY_RANK[f["severity"]] >= threshold for run in report["runs"] for f in run["findings"])
 
 
-def render_text(report: dict[str, Any], fail_on: str | None = "critical") -> str:
+def render_text(report: dict[str, Any], fail_on: str | None = "critical", unreadable: int = 0) -> str:
     """One line per run (verdict, name, steps, counts), then its findings indented; last, the
-    exit code `--fail-on` gives (left out with `fail_on=None`, where nothing exits on it)."""
+    exit code (left out with `fail_on=None`, where nothing exits on it). Text from the logs
+    (run names, tags in messages) has its control characters escaped: a line is a line."""
     runs = report["runs"]
     counts = {status: sum(r["status"] == status for r in runs) for status in ("critical", "warning", "healthy", "no_data")}
     summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
-    lines = [f"tb-health: {len(runs)} run{'s' if len(runs) != 1 else ''} under {report['logdir']}: {summary}"]
-    name_width = min(max((len(r["run"]) for r in runs), default=4), 48)
+    logdir = printable(report["logdir"])
+    lines = [f"tb-health: {len(runs)} run{'s' if len(runs) != 1 else ''} under {logdir}: {summary}"]
+    names = {id(run): printable(run["run"]) for run in runs}
+    name_width = min(max((len(name) for name in names.values()), default=4), 48)
     for run in runs:
         steps = run["steps"]
         span = f"steps {steps['first']}-{steps['last']}" if steps else "no scalar data"
         alarms = [f for f in run["findings"] if f["severity"] != "info"]
         tail = f"{len(alarms)} alarm{'s' if len(alarms) != 1 else ''}" if alarms else ""
-        lines.append(f"{run['status'].upper():<{VERDICT_WIDTH}} {run['run']:<{name_width}}  {span}  {tail}".rstrip())
+        lines.append(f"{run['status'].upper():<{VERDICT_WIDTH}} {names[id(run)]:<{name_width}}  {span}  {tail}".rstrip())
         for finding in run["findings"]:
             lines.append(
-                f"    step {finding['step']:>8}  {finding['severity']:<8} {finding['kind']:<20} {finding['message']}"
+                f"    step {finding['step']:>8}  {finding['severity']:<8} {printable(finding['kind']):<20} "
+                f"{printable(finding['message'])}"
             )
-    if fail_on is not None:
+    if fail_on is not None and unreadable:
+        lines.append(f"exit {EXIT_UNREADABLE} ({unreadable} unreadable path{'s' if unreadable != 1 else ''} left out)")
+    elif fail_on is not None:
         reached = reaches(report, fail_on)
         lines.append(f"exit {EXIT_FINDINGS if reached else EXIT_OK} (--fail-on {fail_on})")
     return "\n".join(lines) + "\n"
@@ -177,7 +221,11 @@ class Progress:
 
     def say(self, text: str) -> None:
         if self.show:
-            print(f"tb-health: {text}", file=self.stream, flush=True)
+            print(f"tb-health: {printable(text)}", file=self.stream, flush=True)
+
+    def warn(self, text: str) -> None:
+        """Shown whatever the progress setting: something the user must know."""
+        print(f"{PROG}: {printable(text)}", file=self.stream, flush=True)
 
     def every(self, done: int, total: int, verb: str) -> None:
         now = time.monotonic()

@@ -7,7 +7,8 @@ name, below DST with TensorBoard's own writer (`readers/tfevents_writer.py`). tf
 SRC are left alone: TensorBoard reads them already.
 
 Exit codes: 0 converted, 1 nothing to convert, 2 usage errors (bad SRC, DST holding an earlier
-conversion without --overwrite).
+conversion without --overwrite), a file or folder under SRC that could not be read (the rest is
+converted) or DST not writable; 130 interrupted, 141 stdout closed early (see `cli.py`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+from tb_health_plugin.commands.messages import read_problems, say
 from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
 from tb_health_plugin.readers.logdir_reader import read_run
 from tb_health_plugin.readers.tfevents_writer import CONVERTED_SUFFIX, write_run
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+EXIT_UNREADABLE = 2
+PROG = "tb-health convert"
 BIG_INPUT_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
 PROGRESS_EVERY_BYTES = 64 << 20  # a progress line at least this often within a big run
 
@@ -33,8 +37,10 @@ def register(subparsers) -> None:
         help="convert MindSpore summary logs into tfevents for TensorBoard's own tabs",
         description="Convert every MindSpore summary file (events.out.events.summary.*_MS) under SRC "
         "into tfevents under DST, keeping run names, so TensorBoard's Scalars, Histograms and "
-        "Distributions tabs show them. Exit 0 on success, 1 when SRC holds no MindSpore summary, "
-        "2 for usage errors.",
+        "Distributions tabs show them.",
+        epilog="exit codes: 0 converted; 1 SRC holds no MindSpore summary; 2 usage error, a file or "
+        "folder under SRC that could not be read (the rest is converted) or DST not writable; "
+        "130 interrupted (Ctrl-C); 141 stdout closed early.",
     )
     parser.add_argument("src", metavar="SRC", help="logdir holding MindSpore summary files")
     parser.add_argument("dst", metavar="DST", help="logdir to write tfevents into (may be SRC itself)")
@@ -49,8 +55,15 @@ def register(subparsers) -> None:
 
 
 def _usage_error(message: str) -> int:
-    print(f"tb-health convert: error: {message}", file=sys.stderr)
+    say(PROG, f"error: {message}")
     return EXIT_USAGE
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # unreadable: reading it says so, once
 
 
 def _earlier_conversions(folder: Path) -> list[Path]:
@@ -82,16 +95,25 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(f"SRC {src} is not a directory (give the folder holding the summary files)")
     if dst.exists() and not dst.is_dir():
         return _usage_error(f"DST {dst} exists and is not a directory")
+    with read_problems(PROG) as problems:
+        code = _convert(args, src, dst)
+    if problems.count and code != EXIT_USAGE:
+        say(PROG, f"{problems.count} unreadable path{'s' if problems.count != 1 else ''} under {src} "
+            f"left out (exit {EXIT_UNREADABLE})")
+        return EXIT_UNREADABLE
+    return code
+
+
+def _convert(args: argparse.Namespace, src: Path, dst: Path) -> int:
     runs = discover_runs(str(src), (MINDSPORE,))
     if not runs:
-        print(f"tb-health convert: no MindSpore summary files (events.out.events.summary.*_MS) under {src}",
-              file=sys.stderr)
+        say(PROG, f"no MindSpore summary files (events.out.events.summary.*_MS) under {src}")
         return EXIT_NOTHING
     targets = {name: dst if name == "." else dst.joinpath(*name.split("/")) for name in runs}
     existing = [path for folder in targets.values() for path in _earlier_conversions(folder)]
     if existing and not args.overwrite:
         return _usage_error(f"{existing[0]} is from an earlier conversion; pass --overwrite to replace it")
-    sizes = {name: sum(os.path.getsize(f.path) for f in files) for name, files in runs.items()}
+    sizes = {name: sum(_size(f.path) for f in files) for name, files in runs.items()}
     total = sum(sizes.values())
     show_progress = args.progress == "always" or (
         args.progress == "auto" and (sys.stderr.isatty() or total >= BIG_INPUT_BYTES)

@@ -17,9 +17,12 @@ it resumes.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
 
 TFEVENTS, MINDSPORE = "tfevents", "mindspore"
 FORMATS = (TFEVENTS, MINDSPORE)
@@ -63,7 +66,7 @@ def run_name(logdir: str, folder: str) -> str:
 def discover_runs(logdir: str, formats=FORMATS) -> dict[str, list[EventFile]]:
     """Map each run name to its event files in read order. A missing logdir has no runs."""
     runs: dict[str, list[EventFile]] = {}
-    for folder, _subfolders, names in os.walk(logdir):
+    for folder, _subfolders, names in os.walk(logdir, onerror=_unreadable_folder):
         kinds = {name: event_file_format(name) for name in names}
         has_mindspore = MINDSPORE in kinds.values()
         files = [
@@ -74,3 +77,14 @@ def discover_runs(logdir: str, formats=FORMATS) -> dict[str, list[EventFile]]:
         if any(kind in formats for kind in kinds.values()):
             runs[run_name(logdir, folder)] = sorted(files, key=lambda f: f.sort_key)
     return runs
+
+
+_warned_folders: set[str] = set()
+
+
+def _unreadable_folder(error: OSError) -> None:
+    """A folder os.walk cannot list: warned once per folder (a live reader walks again and again).
+    A folder gone (or a logdir not made yet) is not unreadable."""
+    if not isinstance(error, FileNotFoundError) and error.filename not in _warned_folders:
+        _warned_folders.add(error.filename)
+        logger.warning("tb-health: skipping unreadable folder %s (%s)", error.filename, error.strerror or error)

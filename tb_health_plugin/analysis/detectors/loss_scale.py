@@ -8,7 +8,8 @@ fits), then a saw-tooth around that level with about one overflow per window: a 
 rate. Working on log2(scale):
 
 * overflows: the share of points whose logged overflow flag is set, else estimated from the scale
-  itself as the number of halvings between logged points per step (a lower bound).
+  itself as the number of halvings between logged points per step, at most one per step (an
+  overflowing step halves the scale once; a bigger fall cannot mean more overflowing steps).
 * the search: every dynamic scaler starts high (2^16 in PyTorch and DeepSpeed, 2^24 in
   MindSpore, 2^32 in Megatron) and halves until the gradients fit, at first on every step, then
   at growing intervals as overflows get rarer; it regrows only after a whole window of clean
@@ -173,8 +174,11 @@ def _overflow_rate(steps, log_scale, counted_from, overflow) -> tuple[int, float
         exposure = np.ones(events.size)  # flags are a per-step sample: one step per point
         positions = np.searchsorted(steps, flag_steps[after])
     else:
-        events = np.round(np.maximum(0.0, -np.diff(log_scale)))[counted_from:]
         exposure = np.diff(steps)[counted_from:].astype(np.float64)
+        halvings = np.round(np.maximum(0.0, -np.diff(log_scale)))[counted_from:]
+        # a step overflows at most once: a fall of more halvings than steps (a scale factor
+        # above 2, a scale reset or underflowing to ~0) still means at most every step overflowed
+        events = np.minimum(halvings, exposure)
         positions = np.arange(counted_from + 1, steps.size)
     if events.size == 0:
         return 0, 0.0, None
