@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import stat
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from tb_health_plugin.readers.mindspore_summary import MindSporeDecoder
 from tb_health_plugin.readers.points import DecodedBatch
 from tb_health_plugin.readers.records import FRAME_BYTES, HEADER_BYTES, scan_records
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
-from tb_health_plugin.series import Backtrack, RunData
+from tb_health_plugin.series import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class _FileState:
         self.offset = 0  # bytes consumed: everything before is decoded
         self.resyncing = False  # looking for a valid header after a damaged one
         self.identity: tuple[int, int] | None = None  # (device, inode) read: a file renamed over it is new
+        self.probe = (-1, 0)  # (offset stuck at, where the search for a later valid record resumes)
 
 
 class _RunState:
@@ -54,6 +56,7 @@ class _RunState:
         self.histograms: dict[str, HistogramBuilder] = {}
         self.texts: dict[str, TextBuilder] = {}
         self.backtracks: list[Backtrack] = []
+        self.notes: dict[str, ReadNote] = {}  # what the reader had to do about the data, by message
         self.skipped_records = 0
         self.last_wall_time = 0.0
         self.tfevents_decoder = TfeventsDecoder()
@@ -76,8 +79,12 @@ class _RunState:
                 backtracks=list(self.backtracks),
                 skipped_records=self.skipped_records,
                 last_wall_time=self.last_wall_time,
+                notes=list(self.notes.values()),
             )
         return self._snapshot
+
+    def add_note(self, kind: str, message: str) -> None:
+        self.notes.setdefault(message, ReadNote(kind, message))
 
     def nbytes(self) -> int:
         builders = [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]
@@ -135,7 +142,7 @@ class _RunState:
             state = self.files[event_file.path] = _FileState(event_file)
         decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
         changed = False
-        with open(event_file.path, "rb") as handle:
+        with open_regular_file(event_file.path) as handle:
             info = os.fstat(handle.fileno())
             size, identity = info.st_size, (info.st_dev, info.st_ino)
             if state.identity is not None and identity != state.identity:
@@ -149,8 +156,15 @@ class _RunState:
                 scan = scan_records(buf, state.resyncing)
                 if scan.consumed == 0 and not state.resyncing:
                     needed = _whole_record_size(buf)
-                    if needed is None or needed <= len(buf) or state.offset + needed > size:
-                        break  # an incomplete record: a live writer will finish it
+                    if needed is not None and state.offset + needed > size and len(buf) >= HEADER_BYTES:
+                        # Either a live writer's unfinished last record, or a length that lies: a
+                        # complete valid record after it proves the latter (writers only append).
+                        if self._skip_impossible_record(handle, state, size, needed):
+                            changed = True
+                            continue
+                        break
+                    if needed is None or needed <= len(buf):
+                        break
                     handle.seek(state.offset)
                     buf = handle.read(needed)
                     scan = scan_records(buf)
@@ -158,7 +172,7 @@ class _RunState:
                         break
                 if scan.starts.shape[0]:
                     raw = np.frombuffer(buf, dtype=np.uint8)
-                    self.ingest(decoder.decode(raw, scan.starts, scan.lengths))
+                    self.ingest(decode_isolating(decoder, raw, scan.starts, scan.lengths))
                 self.skipped_records += scan.skipped
                 if self.on_bytes_read is not None:
                     self.on_bytes_read(scan.consumed)
@@ -168,6 +182,107 @@ class _RunState:
                 if scan.consumed == 0:
                     break
         return changed
+
+    def _skip_impossible_record(self, handle, state: _FileState, size: int, claimed: int) -> bool:
+        """Move past the record at `state.offset`, which claims more bytes than the file holds, when a
+        complete valid record follows it; count and note what was skipped. False: wait for more."""
+        probe_offset, probe_from = state.probe
+        start = probe_from if probe_offset == state.offset else state.offset + 1
+        found, resume_at = find_complete_record(handle, start, size)
+        if found is None:
+            state.probe = (state.offset, resume_at)
+            return False
+        skipped_bytes = found - state.offset
+        self.skipped_records += 1
+        self.add_note(
+            "damaged_records",
+            f"{os.path.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
+            f" bytes, more than the file holds, yet a valid record follows it: {skipped_bytes:,} bytes skipped,"
+            f" reading resumed at byte {found:,}.",
+        )
+        logger.warning("tb-health: %s: record at byte %d claims %d bytes; skipped %d bytes to the next valid record",
+                       state.file.path, state.offset, claimed - FRAME_BYTES, skipped_bytes)
+        if self.on_bytes_read is not None:
+            self.on_bytes_read(skipped_bytes)
+        state.offset = found
+        state.probe = (-1, 0)
+        return True
+
+
+def find_complete_record(handle, start: int, size: int) -> tuple[int | None, int]:
+    """(offset of the first complete, valid record at or after `start`, or None; where a later
+    search may resume: the first candidate that may still be completed by a writer, or the end)."""
+    pos = start
+    unresolved: int | None = None
+    while pos < size:
+        handle.seek(pos)
+        buf = handle.read(min(READ_CHUNK_BYTES, size - pos))
+        scan = scan_records(buf, resyncing=True)
+        if scan.starts.shape[0]:
+            return pos + int(scan.starts[0]) - HEADER_BYTES, pos
+        if scan.consumed > 0:
+            pos += scan.consumed
+            continue
+        # A valid header at `pos` whose record runs past this chunk (or too few bytes to tell).
+        needed = _whole_record_size(buf)
+        if needed is not None and pos + needed <= size:
+            handle.seek(pos)
+            if scan_records(handle.read(needed)).starts.shape[0]:
+                return pos, pos
+        elif unresolved is None:
+            unresolved = pos
+        pos += 1
+    return None, pos if unresolved is None else unresolved
+
+
+def decode_isolating(decoder, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
+    """Decode a batch; should the decoder raise on some record, decode the halves apart until the
+    records that make it raise are isolated and counted as undecodable, so one bad record costs
+    that record, not the rest of the chunk (and, through the file's failure, the rest of the file)."""
+    try:
+        return decoder.decode(raw, starts, lengths)
+    except Exception:  # noqa: BLE001 - isolated below
+        if starts.shape[0] == 1:
+            logger.warning("tb-health: skipping a record the decoder could not handle", exc_info=True)
+            return DecodedBatch(undecodable=1)
+    middle = starts.shape[0] // 2
+    first = decode_isolating(decoder, raw, starts[:middle], lengths[:middle])
+    second = decode_isolating(decoder, raw, starts[middle:], lengths[middle:])
+    return merge_batches(first, second, middle)
+
+
+def merge_batches(first: DecodedBatch, second: DecodedBatch, offset: int) -> DecodedBatch:
+    """Two batches decoded from consecutive records as one; `second`'s record indices start at `offset`."""
+    for points in second.scalars:
+        points.order = points.order + offset
+    for point in [*second.histograms, *second.texts]:
+        point.order += offset
+    return DecodedBatch(
+        scalars=[*first.scalars, *second.scalars],
+        histograms=[*first.histograms, *second.histograms],
+        texts=[*first.texts, *second.texts],
+        undecodable=first.undecodable + second.undecodable,
+        last_wall_time=max(first.last_wall_time, second.last_wall_time),
+    )
+
+
+class NotARegularFile(OSError):
+    pass
+
+
+def open_regular_file(path: str):
+    """Open for reading without ever blocking: a FIFO swapped in after discovery would wait for
+    a writer on a plain open, so the open does not wait, and anything but a regular file is refused."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotARegularFile(f"not a regular file: {path}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)  # regular files never block; keep reads plain
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def _whole_record_size(buf: bytes) -> int | None:
