@@ -301,3 +301,57 @@ def test_a_logdir_deeper_than_the_recursion_limit(tmp_path):
     done = cli_check(tmp_path / "deep")
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(json.loads(done.stdout)["runs"]) == 2
+
+
+# ----- 7. two processes writing one run folder at once
+
+
+def two_writer_events(first_step: int, steps: int, wall_offset: float, value: float) -> list:
+    return [event(step, scalar_value("loss", value), wall_time=1_767_000_000.0 + step + wall_offset)
+            for step in range(first_step, first_step + steps)]
+
+
+def test_two_concurrent_writers_are_both_kept_and_said(tmp_path):
+    write_events(tmp_path / "run", two_writer_events(0, 100, 0.0, 1.0), suffix=".a")
+    write_events(tmp_path / "run", two_writer_events(0, 100, 0.5, 2.0), suffix=".b")  # the same steps, meanwhile
+    (run,) = read_logdir(tmp_path)
+    assert sorted(run.scalars) == ["loss", "loss (writer 2)"]
+    np.testing.assert_array_equal(run.scalars["loss"].steps, range(100))
+    assert set(run.scalars["loss"].values) == {1.0} and set(run.scalars["loss (writer 2)"].values) == {2.0}
+    assert run.backtracks == []
+    (note,) = run.notes
+    assert note.kind == "multiple_writers" and ".b" in note.message
+    client = client_for(tmp_path)
+    (summary,) = get_json(client, "/runs")["runs"]
+    assert "multiple_writers" in summary["kinds"]
+    findings = get_json(client, "/report?run=run")["runs"][0]["findings"]
+    assert [f["severity"] for f in findings if f["kind"] == "multiple_writers"] == ["info"]
+
+
+def test_a_resume_and_a_second_file_of_other_tags_stay_one_writer(tmp_path):
+    write_events(tmp_path / "resumed", two_writer_events(0, 100, 0.0, 1.0), suffix=".a")
+    write_events(tmp_path / "resumed", two_writer_events(50, 100, 200.0, 2.0), suffix=".b")  # after it stopped
+    hooks = [event(step, scalar_value("grad_norm", 0.5), wall_time=1_767_000_000.0 + step + 0.5) for step in range(100)]
+    write_events(tmp_path / "hooks", two_writer_events(0, 100, 0.0, 1.0), suffix=".a")
+    write_events(tmp_path / "hooks", hooks, suffix=".b")
+    runs = {run.name: run for run in read_logdir(tmp_path)}
+    resumed = runs["resumed"]
+    assert list(resumed.scalars) == ["loss"] and resumed.notes == []
+    np.testing.assert_array_equal(resumed.scalars["loss"].steps, range(150))
+    assert [(b.from_step, b.to_step) for b in resumed.backtracks] == [(99, 50)]
+    assert sorted(runs["hooks"].scalars) == ["grad_norm", "loss"] and runs["hooks"].notes == []
+
+
+def test_a_second_writer_seen_only_later_is_told_apart_then(tmp_path):
+    run_dir = tmp_path / "run"
+    first = write_events(run_dir, two_writer_events(0, 40, 0.0, 1.0), suffix=".a")
+    reader = LogdirReader(tmp_path)
+    reader.refresh()
+    write_events(run_dir, two_writer_events(0, 40, 0.5, 2.0), suffix=".b")
+    reader.refresh()
+    with open(first, "ab") as handle:  # the first writer goes on
+        handle.write(write_events(tmp_path / "more", two_writer_events(40, 20, 0.0, 1.0)).read_bytes())
+    reader.refresh()
+    run = reader.run("run")
+    assert len(run.scalars["loss"]) == 60 and len(run.scalars["loss (writer 2)"]) == 40
+    assert [note.kind for note in run.notes] == ["multiple_writers"]

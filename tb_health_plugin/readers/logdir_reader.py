@@ -3,8 +3,11 @@
 `refresh()` discovers runs and files and reads only the bytes appended since the last refresh
 (a partially written last record is retried next time). A run is re-read from scratch when one
 of its files vanished or shrank, or when a new file sorts before one already read (the merge
-order must not depend on when files were seen). Bad files and records are skipped and counted in
-`RunData.skipped_records`; nothing in a file makes `refresh()` raise.
+order must not depend on when files were seen), or when its files turn out to come from processes
+that wrote it at the same time (`writers`: both are then kept, told apart). Bad files and records
+are skipped and counted in `RunData.skipped_records` (with a `RunData.notes` entry where a lying
+length field made bytes be skipped); nothing in a file makes `refresh()` raise, and a FIFO or
+other special file is never opened blocking.
 
 Threads: refreshes are serialised; `run()` and `version()` only wait for the run being read.
 """
@@ -27,6 +30,7 @@ from tb_health_plugin.readers.mindspore_summary import MindSporeDecoder
 from tb_health_plugin.readers.points import DecodedBatch
 from tb_health_plugin.readers.records import FRAME_BYTES, HEADER_BYTES, scan_records
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
+from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
 from tb_health_plugin.series import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
@@ -47,8 +51,10 @@ class _FileState:
 class _RunState:
     """Everything read so far for one run, and the last snapshot handed out."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, writers: dict[str, int] | None = None) -> None:
         self.name = name
+        self.writers = dict(writers or {})  # path -> writer index, for files of writers past the first
+        self.spans: dict[str, FileSpan] = {}  # path -> what it logged, to tell concurrent writers apart
         self.lock = threading.Lock()
         self.files: dict[str, _FileState] = {}
         self.failed_files: dict[str, int] = {}  # path -> size when reading it raised
@@ -57,6 +63,9 @@ class _RunState:
         self.texts: dict[str, TextBuilder] = {}
         self.backtracks: list[Backtrack] = []
         self.notes: dict[str, ReadNote] = {}  # what the reader had to do about the data, by message
+        note = writers_note(self.writers)
+        if note is not None:
+            self.add_note("multiple_writers", note)
         self.skipped_records = 0
         self.last_wall_time = 0.0
         self.tfevents_decoder = TfeventsDecoder()
@@ -90,14 +99,22 @@ class _RunState:
         builders = [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]
         return sum(b.nbytes() for b in builders)
 
-    def ingest(self, batch: DecodedBatch) -> None:
-        for tag, steps, wall_times, values in batch.scalars_by_tag():
+    def ingest(self, batch: DecodedBatch, path: str = "") -> None:
+        """Merge a batch read from the file at `path` (its writer decides the tag names)."""
+        span = self.spans.get(path) or self.spans.setdefault(path, FileSpan())
+        writer = self.writers.get(path, 0)
+        for raw_tag, steps, wall_times, values in batch.scalars_by_tag():
+            span.add(raw_tag, steps, wall_times)
+            tag = writer_tag(raw_tag, writer)
             builder = self.scalars.get(tag) or self.scalars.setdefault(tag, ScalarBuilder(tag))
             self.backtracks.extend(builder.extend(steps, wall_times, values))
         by_tag = defaultdict(list)
         for point in batch.histograms:
             by_tag[point.tag].append(point)
-        for tag, points in by_tag.items():
+        for raw_tag, points in by_tag.items():
+            span.add(raw_tag, np.fromiter((p.step for p in points), np.int64, len(points)),
+                     np.fromiter((p.wall_time for p in points), np.float64, len(points)))
+            tag = writer_tag(raw_tag, writer)
             builder = self.histograms.get(tag) or self.histograms.setdefault(tag, HistogramBuilder(tag))
             self.backtracks.extend(builder.extend(
                 [p.step for p in points], [p.wall_time for p in points], [p.buckets for p in points],
@@ -106,13 +123,18 @@ class _RunState:
         by_tag = defaultdict(list)
         for point in batch.texts:
             by_tag[point.tag].append(point)
-        for tag, points in by_tag.items():
+        for raw_tag, points in by_tag.items():
+            tag = writer_tag(raw_tag, writer)
             builder = self.texts.get(tag) or self.texts.setdefault(tag, TextBuilder(tag))
             self.backtracks.extend(builder.extend(
                 [p.step for p in points], [p.wall_time for p in points], [p.text for p in points]
             ))
         self.skipped_records += batch.undecodable
         self.last_wall_time = max(self.last_wall_time, batch.last_wall_time)
+
+    def writer_plan(self, files: list[EventFile]) -> dict[str, int]:
+        """Which files belong to writers past the first, from what has been read (see `writers`)."""
+        return assign_writers([f.path for f in files], self.spans)
 
     def needs_reset(self, files: list[EventFile]) -> bool:
         current = {f.path for f in files}
@@ -172,7 +194,7 @@ class _RunState:
                         break
                 if scan.starts.shape[0]:
                     raw = np.frombuffer(buf, dtype=np.uint8)
-                    self.ingest(decode_isolating(decoder, raw, scan.starts, scan.lengths))
+                    self.ingest(decode_isolating(decoder, raw, scan.starts, scan.lengths), event_file.path)
                 self.skipped_records += scan.skipped
                 if self.on_bytes_read is not None:
                     self.on_bytes_read(scan.consumed)
@@ -311,12 +333,18 @@ class LogdirReader:
             for name, files in found.items():
                 run = runs[name]
                 if run is None or run.needs_reset(files):
-                    run = runs[name] = _RunState(name)
+                    run = runs[name] = _RunState(name, run.writers if run is not None else None)
                     changed = True
                 with run.lock:
                     if self._read_run(run, files):
                         run.touch()
                         changed = True
+                    plan = run.writer_plan(files)
+                if plan != run.writers:  # a writer told apart only now: read the run again, keeping both
+                    run = runs[name] = _RunState(name, plan)
+                    with run.lock:
+                        self._read_run(run, files)
+                    changed = True
             with self._runs_lock:
                 self._runs = runs
             return changed
@@ -386,4 +414,8 @@ def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], N
     state = _RunState(name)
     state.on_bytes_read = on_bytes_read
     LogdirReader._read_run(state, files)
+    plan = state.writer_plan(files)
+    if plan:
+        state = _RunState(name, plan)
+        LogdirReader._read_run(state, files)
     return state.snapshot()
