@@ -225,11 +225,16 @@ class HealthPlugin(base_plugin.TBPlugin):
         width = _int_arg(request, "width", heatmap_view.DEFAULT_WIDTH, heatmap_view.MIN_WIDTH, heatmap_view.MAX_WIDTH)
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
-        data = service.run_data(run)
-        roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
-        per_param = {
-            param: (tag, data.scalars[tag]) for param, tag in roles.per_parameter.get("param_grad_norm", {}).items()
-        }
-        payload = {"run": run}
-        payload.update(heatmap_view.heatmap(per_param, width, start, end))
-        return _json(request, payload)
+
+        def render(data) -> str:
+            roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
+            per_param = {
+                param: (tag, data.scalars[tag]) for param, tag in roles.per_parameter.get("param_grad_norm", {}).items()
+            }
+            payload = {"run": run}
+            payload.update(heatmap_view.heatmap(per_param, width, start, end))
+            return json_body(payload)
+
+        # With 100k parameters a heatmap takes seconds and megabytes: rendered once per data version.
+        body = service.view(run, "heatmap", (width, start, end), render)
+        return http_util.Respond(request, body, "application/json")

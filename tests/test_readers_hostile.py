@@ -355,3 +355,36 @@ def test_a_second_writer_seen_only_later_is_told_apart_then(tmp_path):
     run = reader.run("run")
     assert len(run.scalars["loss"]) == 60 and len(run.scalars["loss (writer 2)"]) == 40
     assert [note.kind for note in run.notes] == ["multiple_writers"]
+
+
+# ----- 8. the heatmap of a run with many parameters
+
+
+def test_the_heatmap_is_rendered_once_per_data_version_and_its_cache_is_bounded(tmp_path, monkeypatch):
+    from tb_health_plugin import service as service_module
+    from tb_health_plugin.views import heatmap as heatmap_view
+
+    steps = np.arange(100)
+    series = {f"grad_norm/layers.{i}.weight": (steps, np.full(100, 0.1 * (i + 1))) for i in range(300)}
+    run_dir = tmp_path / "wide"
+    write_scalar_run(run_dir, {tag: (s.tolist(), v.tolist()) for tag, (s, v) in series.items()})
+    calls = []
+    real = heatmap_view.heatmap
+    monkeypatch.setattr(heatmap_view, "heatmap", lambda *args: calls.append(args[1:]) or real(*args))
+    monkeypatch.setattr(service_module, "VIEW_CACHE_ENTRIES", 3)
+    plugin = HealthPlugin(base_plugin.TBContext(logdir=str(tmp_path)))
+    client = Client(application.TensorBoardWSGI([plugin]))
+    first = get_json(client, "/heatmap?run=wide&width=50")
+    assert len(first["layers"]) == 300 and first["end_step"] == 99
+    assert get_json(client, "/heatmap?run=wide&width=50") == first
+    assert len(calls) == 1  # the second request was served from the cache
+    for width in (60, 70, 80, 90):
+        get_json(client, f"/heatmap?run=wide&width={width}")
+    assert len(plugin._service._views) == 3  # bounded: the least recently used went first
+    get_json(client, "/heatmap?run=wide&width=50")
+    assert len(calls) == 6  # evicted, so rendered again
+    more = write_scalar_run(tmp_path / "more", {"grad_norm/layers.0.weight": ([100], [9.0])})
+    with open(next(run_dir.iterdir()), "ab") as handle:
+        handle.write(more.read_bytes())
+    plugin._service.refresh_now()  # new data: a new version, rendered afresh
+    assert get_json(client, "/heatmap?run=wide&width=50")["end_step"] == 100 and len(calls) == 7
