@@ -388,3 +388,20 @@ def test_the_heatmap_is_rendered_once_per_data_version_and_its_cache_is_bounded(
         handle.write(more.read_bytes())
     plugin._service.refresh_now()  # new data: a new version, rendered afresh
     assert get_json(client, "/heatmap?run=wide&width=50")["end_step"] == 100 and len(calls) == 7
+
+
+def test_a_record_bigger_than_a_read_chunk_right_after_damage_is_read(tmp_path, lying_file, monkeypatch):
+    """Found by the framing fuzz test: a resync that lands, at the start of a read chunk, on a
+    record longer than the chunk used to stop there for good. Garbage of every length from 1 to
+    40 bytes puts the resync on every alignment."""
+    from tb_health_plugin.readers import logdir_reader
+
+    source, data, offsets = lying_file
+    monkeypatch.setattr(logdir_reader, "READ_CHUNK_BYTES", 40)  # every record is longer than a chunk
+    for garbage in range(1, 41):
+        run_dir = tmp_path / f"run{garbage}"
+        run_dir.mkdir()
+        start = offsets[101][0]
+        (run_dir / source.name).write_bytes(data[:start] + b"\x13" * garbage + data[start:])
+        (run,) = read_logdir(run_dir)
+        assert len(run.scalars["loss"]) == 200 and run.skipped_records == 1, garbage

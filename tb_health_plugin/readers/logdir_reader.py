@@ -28,7 +28,15 @@ from tb_health_plugin.readers.accumulate import HistogramBuilder, ScalarBuilder,
 from tb_health_plugin.readers.discovery import FORMATS, MINDSPORE, EventFile, discover_runs
 from tb_health_plugin.readers.mindspore_summary import MindSporeDecoder
 from tb_health_plugin.readers.points import DecodedBatch
-from tb_health_plugin.readers.records import FRAME_BYTES, HEADER_BYTES, scan_records
+from tb_health_plugin.readers.records import (
+    FOOTER_BYTES,
+    FRAME_BYTES,
+    HEADER_BYTES,
+    RESYNC_WINDOW,
+    header_crc_ok,
+    masked_crc,
+    scan_records,
+)
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
 from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
 from tb_health_plugin.series import Backtrack, ReadNote, RunData
@@ -176,7 +184,8 @@ class _RunState:
                 if not buf:
                     break
                 scan = scan_records(buf, state.resyncing)
-                if scan.consumed == 0 and not state.resyncing:
+                if scan.consumed == 0 and not scan.resyncing:  # stopped at a valid header (found by a resync too)
+                    state.resyncing = False
                     needed = _whole_record_size(buf)
                     if needed is not None and state.offset + needed > size and len(buf) >= HEADER_BYTES:
                         # Either a live writer's unfinished last record, or a length that lies: a
@@ -233,27 +242,34 @@ class _RunState:
 
 def find_complete_record(handle, start: int, size: int) -> tuple[int | None, int]:
     """(offset of the first complete, valid record at or after `start`, or None; where a later
-    search may resume: the first candidate that may still be completed by a writer, or the end)."""
+    search may resume: the first candidate that a writer may still complete, or the end).
+
+    Every position holding a valid header checksum is a candidate (checked with numpy, a window
+    at a time); a candidate whose record fits in the file and whose payload checksum holds wins.
+    """
     pos = start
     unresolved: int | None = None
-    while pos < size:
+    while pos + HEADER_BYTES <= size:
         handle.seek(pos)
         buf = handle.read(min(READ_CHUNK_BYTES, size - pos))
-        scan = scan_records(buf, resyncing=True)
-        if scan.starts.shape[0]:
-            return pos + int(scan.starts[0]) - HEADER_BYTES, pos
-        if scan.consumed > 0:
-            pos += scan.consumed
-            continue
-        # A valid header at `pos` whose record runs past this chunk (or too few bytes to tell).
-        needed = _whole_record_size(buf)
-        if needed is not None and pos + needed <= size:
-            handle.seek(pos)
-            if scan_records(handle.read(needed)).starts.shape[0]:
-                return pos, pos
-        elif unresolved is None:
-            unresolved = pos
-        pos += 1
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        last = len(buf) - HEADER_BYTES
+        for window in range(0, last + 1, RESYNC_WINDOW):
+            candidates = np.arange(window, min(window + RESYNC_WINDOW, last + 1), dtype=np.int64)
+            for at in candidates[header_crc_ok(raw, candidates)].tolist():
+                total = int.from_bytes(buf[at : at + 8], "little") + FRAME_BYTES
+                if pos + at + total > size:
+                    unresolved = pos + at if unresolved is None else unresolved
+                    continue
+                if at + total <= len(buf):
+                    record = buf[at : at + total]
+                else:
+                    handle.seek(pos + at)
+                    record = handle.read(total)
+                payload = record[HEADER_BYTES : total - FOOTER_BYTES]
+                if masked_crc(payload) == int.from_bytes(record[total - FOOTER_BYTES :], "little"):
+                    return pos + at, pos + at
+        pos += last + 1
     return None, pos if unresolved is None else unresolved
 
 
