@@ -405,3 +405,16 @@ def test_a_record_bigger_than_a_read_chunk_right_after_damage_is_read(tmp_path, 
         (run_dir / source.name).write_bytes(data[:start] + b"\x13" * garbage + data[start:])
         (run,) = read_logdir(run_dir)
         assert len(run.scalars["loss"]) == 200 and run.skipped_records == 1, garbage
+
+
+def test_a_tensor_spanning_more_than_the_double_range_gets_finite_buckets(tmp_path):
+    """Found by the fuzz campaign: numpy's histogram of [-1e308, 1e308] has NaN edges."""
+    ms_event = MsEvent(wall_time=1_767_000_000.0, step=1)
+    value = ms_event.summary.value.add(tag="t")
+    value.tensor.dims.append(3)
+    value.tensor.double_data.extend([-1e308, 0.0, 1e308])
+    write_ms(tmp_path / "ms", [ms_event.SerializeToString()])
+    (run,) = read_logdir(tmp_path)
+    (buckets,) = run.histograms["t"].buckets
+    assert np.all(np.isfinite(buckets)) and buckets[:, 2].sum() == 3
+    assert buckets[0, 0] == -1e308 and buckets[-1, 1] == 1e308

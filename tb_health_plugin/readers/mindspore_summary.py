@@ -42,7 +42,12 @@ def histogram_of_values(values: np.ndarray) -> tuple[np.ndarray, int, int]:
     low, high = float(finite.min()), float(finite.max())
     if low == high:
         low, high = low - 0.5, high + 0.5
-    counts, edges = np.histogram(finite, bins=TENSOR_HISTOGRAM_BINS, range=(low, high))
+    if np.isfinite(high - low):
+        counts, edges = np.histogram(finite, bins=TENSOR_HISTOGRAM_BINS, range=(low, high))
+    else:  # a range wider than the largest double (say -1e308 .. 1e308): spaced in halves
+        edges = np.linspace(low / 2, high / 2, TENSOR_HISTOGRAM_BINS + 1) * 2
+        bins = np.clip(np.searchsorted(edges, finite, side="right") - 1, 0, TENSOR_HISTOGRAM_BINS - 1)
+        counts = np.bincount(bins, minlength=TENSOR_HISTOGRAM_BINS)
     return np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], axis=1), nan_count, inf_count
 
 
