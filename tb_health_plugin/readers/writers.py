@@ -86,11 +86,11 @@ def writers_note(plan: dict[str, int]) -> str | None:
         return None
     count = max(plan.values()) + 1
     later = "; ".join(
-        f"writer {index + 1}: {', '.join(sorted(os.path.basename(p) for p, w in plan.items() if w == index))}"
+        f"writer {index + 1}'s under tags ending in '{WRITER_SUFFIX.format(number=index + 1)}'"
+        f" ({', '.join(sorted(os.path.basename(p) for p, w in plan.items() if w == index))})"
         for index in range(1, count)
     )
     return (
         f"{count} processes seem to have written this run at the same time: their event files overlap in wall"
-        f" time and log the same tags at the same steps. Both are kept: the series of the later ones are under"
-        f" tags ending in '{WRITER_SUFFIX.format(number='N')}' ({later}); the checks look at writer 1's."
+        f" time and log the same tags at the same steps. All are kept, {later}; the checks look at writer 1's."
     )
