@@ -9,6 +9,7 @@ server (`--load_fast=true`), and which keeps only a sample of each series. Route
 from __future__ import annotations
 
 import json
+import math
 import mimetypes
 from functools import wraps
 from pathlib import Path
@@ -33,9 +34,27 @@ class BadRequest(ValueError):
     pass
 
 
+def json_body(payload: Any) -> str:
+    """Strict JSON; should a non-finite number hide anywhere (a wall time of `inf` in a log, an
+    evidence value), it is sent as null instead of failing the whole response."""
+    try:
+        return json.dumps(payload, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite_or_none(payload), allow_nan=False, separators=(",", ":"))
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_none(item) for item in value]
+    return value
+
+
 def _json(request, payload: Any, code: int = 200):
-    body = json.dumps(payload, allow_nan=False, separators=(",", ":"))
-    return http_util.Respond(request, body, "application/json", code=code)
+    return http_util.Respond(request, json_body(payload), "application/json", code=code)
 
 
 def _route(handler):
@@ -206,11 +225,16 @@ class HealthPlugin(base_plugin.TBPlugin):
         width = _int_arg(request, "width", heatmap_view.DEFAULT_WIDTH, heatmap_view.MIN_WIDTH, heatmap_view.MAX_WIDTH)
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
-        data = service.run_data(run)
-        roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
-        per_param = {
-            param: (tag, data.scalars[tag]) for param, tag in roles.per_parameter.get("param_grad_norm", {}).items()
-        }
-        payload = {"run": run}
-        payload.update(heatmap_view.heatmap(per_param, width, start, end))
-        return _json(request, payload)
+
+        def render(data) -> str:
+            roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
+            per_param = {
+                param: (tag, data.scalars[tag]) for param, tag in roles.per_parameter.get("param_grad_norm", {}).items()
+            }
+            payload = {"run": run}
+            payload.update(heatmap_view.heatmap(per_param, width, start, end))
+            return json_body(payload)
+
+        # With 100k parameters a heatmap takes seconds and megabytes: rendered once per data version.
+        body = service.view(run, "heatmap", (width, start, end), render)
+        return http_util.Respond(request, body, "application/json")

@@ -76,6 +76,15 @@ class Backtrack:
     wall_time: float
 
 
+@dataclass(frozen=True)
+class ReadNote:
+    """Something the reader had to decide about a run's data that its user should know (damage
+    skipped, several writers told apart). The report shows each as an `info` finding."""
+
+    kind: str  # "damaged_records", "multiple_writers"
+    message: str
+
+
 @dataclass
 class RunData:
     """All series of one run, named as TensorBoard names the run."""
@@ -87,6 +96,7 @@ class RunData:
     backtracks: list[Backtrack] = field(default_factory=list)
     skipped_records: int = 0  # records with a bad checksum or undecodable payload
     last_wall_time: float = 0.0
+    notes: list[ReadNote] = field(default_factory=list)
 
     def step_range(self) -> tuple[int, int] | None:
         """First and last logged step over every scalar series, or None without data."""

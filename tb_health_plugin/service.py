@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from tb_health_plugin.analysis import engine
@@ -26,8 +27,53 @@ FIRST_REFRESH_WAIT_S = 60.0  # the first request waits this long for the initial
 RUNS_ANALYSIS_BUDGET_S = 5.0  # `runs` waits this long in all for pending analyses, then says "pending"
 
 
+VIEW_CACHE_BYTES = 32 << 20  # rendered views kept: several 5 MB heatmaps (100k parameters) and their zooms
+VIEW_CACHE_ENTRIES = 64  # and at most this many, whatever their size
+
+
 class UnknownRun(KeyError):
     pass
+
+
+class ViewCache:
+    """Rendered responses by (run, view, parameters), valid for one data version of the run.
+
+    Least recently used entries go first once `max_bytes` or `max_entries` is passed; a response
+    larger than `max_bytes` is not kept. A newer version of a run replaces the entry."""
+
+    def __init__(self, max_bytes: int | None = None, max_entries: int | None = None) -> None:
+        self.max_bytes = VIEW_CACHE_BYTES if max_bytes is None else max_bytes
+        self.max_entries = VIEW_CACHE_ENTRIES if max_entries is None else max_entries
+        self._entries: OrderedDict[tuple, tuple[int, str]] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, key: tuple, version: int) -> str | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] != version:
+            return None
+        self._entries.move_to_end(key)
+        return entry[1]
+
+    def put(self, key: tuple, version: int, body: str) -> None:
+        self._drop(key)
+        if len(body) > self.max_bytes:
+            return
+        self._entries[key] = (version, body)
+        self.bytes += len(body)
+        while self.bytes > self.max_bytes or len(self._entries) > self.max_entries:
+            self._drop(next(iter(self._entries)))
+
+    def forget_runs(self, live: set[str]) -> None:
+        for key in [key for key in self._entries if key[0] not in live]:
+            self._drop(key)
+
+    def _drop(self, key: tuple) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.bytes -= len(entry[1])
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def unit_of(run: str) -> str:
@@ -43,6 +89,8 @@ class HealthService:
         self._lock = threading.Lock()  # guards the dicts below; held only briefly
         self._reports: dict[str, tuple[Any, dict[str, Any]]] = {}  # run -> (unit key, report)
         self._unit_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._views = ViewCache()
+        self.views_rendered = 0  # responses rendered, not served from the cache
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._first_refresh = threading.Event()
@@ -101,6 +149,25 @@ class HealthService:
             return self._reader.run(run)
         except KeyError:
             raise UnknownRun(run) from None
+
+    def view(self, run: str, view: str, params: tuple, render: Callable[[RunData], str]) -> str:
+        """`render(run data)` (a response body), cached for the run's data version (`ViewCache`)."""
+        self._ready()
+        try:
+            version = self._reader.version(run)
+        except KeyError:
+            raise UnknownRun(run) from None
+        key = (run, view, params)
+        with self._lock:
+            cached = self._views.get(key, version)
+        if cached is not None:
+            return cached
+        body = render(self.run_data(run))
+        with self._lock:
+            self.views_rendered += 1
+            self._views.put(key, version, body)
+            self._views.forget_runs(set(self._reader.run_names()))
+        return body
 
     def reports(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, dict[str, Any] | None]:
         """Every run's report; None for runs whose first analysis did not finish within the budget.

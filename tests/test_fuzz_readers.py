@@ -1,5 +1,11 @@
 """The readers survive arbitrary bytes: truncated, bit-flipped, random and adversarial event files.
 
+Besides byte-level damage, two property-based families (strategies in `fuzz_inputs.py`, shared
+with the longer campaign `bench/bench_fuzz_readers.py`): MindSpore summary events built field by
+field over each field's whole range, and the record framing (valid sequences of any record sizes;
+lying lengths, bad checksums and garbage between good records, read whole, in small chunks and
+as the file grows).
+
 For tfevents and MindSpore summary files alike, no input may raise out of the reader, hang, or make
 it allocate more than a small multiple of the file's size (tracemalloc), and every good record
 around a bad one must still be read. Seeds are real files: tfevents written by TensorBoard's
@@ -31,8 +37,9 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 from tb_health_plugin.readers import LogdirReader
-from tb_health_plugin.readers.records import masked_crc
+from tb_health_plugin.readers.records import masked_crc, scan_records
 from tb_health_plugin.readers.schema import MsEvent
+from tests import fuzz_inputs
 from tests.readers_fixtures import event, legacy_histogram_value, scalar_value, tensor_value, write_events
 
 TFEVENTS_NAME = "events.out.tfevents.1767000000.fuzzhost"
@@ -187,6 +194,7 @@ class Outcome:
     skipped: int
     peak_bytes: int
     seconds: float
+    run: object = None  # the RunData read, if the file made a run
 
 
 def points_of(run) -> set:
@@ -224,7 +232,7 @@ def read_bytes_as(scratch: Path, name: str, data: bytes, label: str, detail: str
     worst["seconds"] = max(worst["seconds"], seconds)
     if run is None:
         return Outcome(set(), 0, peak, seconds)
-    return Outcome(points_of(run), run.skipped_records, peak, seconds)
+    return Outcome(points_of(run), run.skipped_records, peak, seconds, run)
 
 
 FORMATS = ["tfevents", "mindspore"]
@@ -499,6 +507,97 @@ def test_reading_a_damaged_file_as_it_grows_gives_what_reading_it_whole_gives(se
     os.unlink(path)
 
 
+# ----- MindSpore summary events of any content
+
+
+def check_run_is_usable(run) -> None:
+    """What the CLI and the tab need of any run read: text tags, int64 counts, a finite last
+    update, and a report that analyses and serialises."""
+    from tb_health_plugin.analysis.engine import analyze_run
+    from tb_health_plugin.plugin import json_body
+
+    for kind in (run.scalars, run.histograms, run.texts):
+        assert all(isinstance(tag, str) for tag in kind)
+    for series in run.histograms.values():
+        assert np.all(series.inf_counts >= 0) and np.all(series.nan_counts >= 0)
+    assert np.isfinite(run.last_wall_time)
+    json_body(analyze_run(run))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_mindspore_events_of_any_content_cost_at_most_themselves(seeds, scratch, data):
+    seed = seeds["mindspore"]
+    inserts = data.draw(st.dictionaries(st.integers(0, len(seed.records)),
+                                        st.lists(fuzz_inputs.mindspore_events(), min_size=1, max_size=3), max_size=4))
+    outcome = read_bytes_as(scratch, seed.name, with_inserted_records(seed, inserts), "mindspore events")
+    good_tags = {(kind, tag) for kind, tag, _ in seed.all_points()}
+    assert {p for p in outcome.points if p[:2] in good_tags} == seed.all_points()
+    assert outcome.skipped <= sum(len(v) for v in inserts.values())
+    check_run_is_usable(outcome.run)
+
+
+# ----- the record framing
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6), repeats=st.integers(1, 200),
+       tail=st.lists(st.integers(0, 3000), max_size=5), cut=st.floats(0, 1))
+def test_scan_finds_exactly_the_records_of_any_valid_sequence(sizes, repeats, tail, cut):
+    """Repeating cycles of record sizes take the predicted path, irregular ones the loop."""
+    lengths = sizes * repeats + tail
+    framed = [fuzz_inputs.frame(bytes([n % 251]) * n) for n in lengths]
+    data = b"".join(framed)
+    starts = np.cumsum([0] + [len(f) for f in framed[:-1]]) + 12
+    tried["valid framing"] += 1
+    scan = scan_records(data)
+    np.testing.assert_array_equal(scan.starts, starts)
+    np.testing.assert_array_equal(scan.lengths, lengths)
+    assert (scan.consumed, scan.skipped, scan.resyncing) == (len(data), 0, False)
+    end = int(cut * len(data))
+    whole = int(np.searchsorted(starts - 12 + np.asarray([len(f) for f in framed]), end, side="right"))
+    scan = scan_records(data[:end])
+    np.testing.assert_array_equal(scan.starts, starts[:whole])
+    assert scan.skipped == 0 and scan.consumed == (starts[whole] - 12 if whole < len(framed) else len(data))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_framing_damage_between_records_loses_no_good_record(seeds, scratch, fmt, data, monkeypatch):
+    """Lying lengths (past the end of the file, valid header checksum), bad checksums and garbage
+    between good records: every good record is read, the damage is counted, and reading in small
+    chunks or as the file grows changes nothing."""
+    from tb_health_plugin.readers import logdir_reader
+
+    seed = seeds[fmt]
+    plan = data.draw(fuzz_inputs.framing_plans(len(seed.records)))
+    damaged = fuzz_inputs.build_framing(plan, [seed.data[start : start + size] for start, size, _ in seed.records])
+    monkeypatch.setattr(logdir_reader, "READ_CHUNK_BYTES", data.draw(st.sampled_from([100, 4096, 2 << 20])))
+    outcome = read_bytes_as(scratch, seed.name, damaged, f"framing damage {fmt}")
+    assert outcome.points == seed.all_points()
+    kinds = [kind for kind, _ in plan]
+    last_good = max(i for i, kind in enumerate(kinds) if kind == fuzz_inputs.GOOD)
+    damage_inside = [kind for kind in kinds[:last_good] if kind != fuzz_inputs.GOOD]
+    assert (outcome.skipped >= 1) == bool(damage_inside)
+    lied = fuzz_inputs.LYING in damage_inside
+    assert lied == any(note.kind == "damaged_records" for note in outcome.run.notes)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(damaged)), max_size=4)))
+    run_dir = scratch / "grown-framing"
+    run_dir.mkdir(exist_ok=True)
+    path = run_dir / seed.name
+    path.write_bytes(b"")
+    reader = LogdirReader(run_dir)
+    for cut in [*cuts, len(damaged)]:
+        with open(path, "r+b") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.write(damaged[handle.tell() : max(cut, handle.tell())])
+        reader.refresh()
+    tried[f"grown framing {fmt}"] += len(cuts)
+    assert points_of(reader.run(".")) == seed.all_points()
+    os.unlink(path)
+
+
 def test_the_same_fuzzing_under_the_upb_protobuf_backend():
     """This suite imports MindSpore first, which switches protobuf to its pure-python backend;
     a TensorBoard process parses with upb. Run this module again in such a process."""
@@ -508,7 +607,7 @@ def test_the_same_fuzzing_under_the_upb_protobuf_backend():
     env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}  # set by MindSpore
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     done = subprocess.run(
-        [sys.executable, "-c", script, "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", "garbage or adversarial"],
+        [sys.executable, "-c", script, "-q", "-s", "-p", "no:cacheprovider", __file__, "-k", "garbage or adversarial or any_content or framing_damage"],
         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=WATCHDOG_S, env=env,
     )
     summary = [line for line in done.stdout.splitlines() if line.startswith("fuzz_readers:")]

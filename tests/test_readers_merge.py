@@ -40,7 +40,8 @@ def test_backtrack_across_incremental_reads_truncates_what_was_read_before(tmp_p
     reader = LogdirReader(tmp_path)
     reader.refresh()
     before = reader.run(".")
-    write_events(tmp_path, [event(s, scalar_value("loss", 2.0)) for s in range(5, 8)], suffix=".b")
+    resumed = [event(s, scalar_value("loss", 2.0), wall_time=1_800_000_000.0 + s) for s in range(5, 8)]  # written after
+    write_events(tmp_path, resumed, suffix=".b")
     reader.refresh()
     after = reader.run(".")
     np.testing.assert_array_equal(after.scalars["loss"].steps, [0, 1, 2, 3, 4, 5, 6, 7])
@@ -52,7 +53,7 @@ def test_backtrack_across_incremental_reads_truncates_what_was_read_before(tmp_p
 
 def test_files_are_merged_in_the_order_their_names_say_they_were_started(tmp_path):
     run_dir = tmp_path / "run"
-    later = write_events(run_dir, [event(s, scalar_value("loss", 2.0)) for s in range(5, 10)])
+    later = write_events(run_dir, [event(s, scalar_value("loss", 2.0), wall_time=1_800_000_000.0 + s) for s in range(5, 10)])
     earlier = write_events(run_dir, [event(s, scalar_value("loss", 1.0)) for s in range(0, 8)])
     ts = int(later.name.split(".")[3])
     earlier.rename(run_dir / earlier.name.replace(f".{int(earlier.name.split('.')[3])}.", f".{ts - 100}.", 1))

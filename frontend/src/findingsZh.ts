@@ -61,6 +61,8 @@ export interface FindingTextZh {
 /** `info` findings are context, not alarms: what they describe is in the English message. */
 const INFO_MEANING: Record<string, string> = {
   lr_schedule: '识别出的学习率调度，仅供参考。',
+  multiple_writers: '多个进程同时写入了这个运行目录：各自的数据都已保留，后来的写入者的标签带有 “(writer N)” 后缀。',
+  damaged_records: '日志中有损坏的记录，读取时已跳过，其余数据照常读取。',
 };
 
 export function findingTextZh(kind: string, severity: string, cause: unknown): FindingTextZh {

@@ -96,6 +96,8 @@ def analyze_runs(
                 findings[name].extend(extra)
     reports = []
     for run in runs:
+        findings[run.name].extend(Finding(kind=note.kind, severity="info", step=0, tag="", message=note.message)
+                                  for note in run.notes)  # what the readers did about the data
         diagnosed = diagnosis.explain(findings[run.name], signals[run.name])
         reports.append(run_report(run.name, diagnosed, run.step_range()))
     return reports

@@ -200,8 +200,10 @@ def _show_progress(mode: str, logdir: str) -> bool:
 
 def _logdir_bytes(logdir: str, stop_at: int) -> int:
     """Total size of the files under `logdir`, counting stops once `stop_at` is reached."""
+    from tb_health_plugin.readers.discovery import walk_folders  # iterative: any depth
+
     total = 0
-    for folder, _, files in os.walk(logdir):
+    for folder, _, files in walk_folders(logdir):
         for name in files:
             try:
                 total += os.path.getsize(os.path.join(folder, name))

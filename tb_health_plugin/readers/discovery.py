@@ -10,6 +10,12 @@ hold lineage records (hyper-parameters, final metrics), not time series, and are
 files they come from; in a run that still has those MindSpore files the copies are skipped, so
 no point is read twice.
 
+Only regular files are event files (symlinks to them included; one that cannot be looked at is
+kept, so that reading it fails and is counted): a FIFO, socket or device named
+like one would block or never end on open or read. The tree is walked with an explicit stack, so
+its depth is bounded by the file system, not by Python's recursion limit; symlinked folders are
+not followed (as `os.walk` does not), so a link cycle cannot loop.
+
 Files of a run are read in the order they were started: by the timestamp in their name, then by
 name with numbers compared as numbers, so a resumed training's later file comes after the file
 it resumes.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -63,11 +70,50 @@ def run_name(logdir: str, folder: str) -> str:
     return "." if relative == "." else relative.replace(os.sep, "/")
 
 
+def is_special_file(path: str) -> bool:
+    """True for a FIFO, socket, device or folder (through symlinks too); never opens it (a FIFO
+    would block). A file that cannot be looked at is not special: reading it fails and is counted."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def walk_folders(top: str, onerror=None):
+    """Like `os.walk(top, onerror=...)` (top-down, symlinked folders not entered): (folder,
+    subfolders, others).
+
+    Iterative (a tree deeper than Python's recursion limit is walked like any other); folders
+    that cannot be listed are passed over (given to `onerror` first), symlinked folders are not
+    entered.
+    """
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as error:
+            if onerror is not None:
+                onerror(error)
+            continue
+        names, subfolders = [], []
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            (subfolders if is_folder else names).append(entry.name)
+        yield folder, subfolders, names
+        stack.extend(os.path.join(folder, name) for name in sorted(subfolders, reverse=True))
+
+
 def discover_runs(logdir: str, formats=FORMATS) -> dict[str, list[EventFile]]:
     """Map each run name to its event files in read order. A missing logdir has no runs."""
     runs: dict[str, list[EventFile]] = {}
-    for folder, _subfolders, names in os.walk(logdir, onerror=_unreadable_folder):
+    for folder, _subfolders, names in walk_folders(logdir, onerror=_unreadable_folder):
         kinds = {name: event_file_format(name) for name in names}
+        kinds = {name: kind for name, kind in kinds.items()
+                 if kind is None or not is_special_file(os.path.join(folder, name))}
         has_mindspore = MINDSPORE in kinds.values()
         files = [
             EventFile(os.path.join(folder, name), kind)

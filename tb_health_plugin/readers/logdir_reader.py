@@ -3,8 +3,11 @@
 `refresh()` discovers runs and files and reads only the bytes appended since the last refresh
 (a partially written last record is retried next time). A run is re-read from scratch when one
 of its files vanished or shrank, or when a new file sorts before one already read (the merge
-order must not depend on when files were seen). Bad files and records are skipped and counted in
-`RunData.skipped_records`; nothing in a file makes `refresh()` raise.
+order must not depend on when files were seen), or when its files turn out to come from processes
+that wrote it at the same time (`writers`: both are then kept, told apart). Bad files and records
+are skipped and counted in `RunData.skipped_records` (with a `RunData.notes` entry where a lying
+length field made bytes be skipped); nothing in a file makes `refresh()` raise, and a FIFO or
+other special file is never opened blocking.
 
 Threads: refreshes are serialised; `run()` and `version()` only wait for the run being read.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import stat
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -24,9 +28,18 @@ from tb_health_plugin.readers.accumulate import HistogramBuilder, ScalarBuilder,
 from tb_health_plugin.readers.discovery import FORMATS, MINDSPORE, EventFile, discover_runs
 from tb_health_plugin.readers.mindspore_summary import MindSporeDecoder
 from tb_health_plugin.readers.points import DecodedBatch
-from tb_health_plugin.readers.records import FRAME_BYTES, HEADER_BYTES, scan_records
+from tb_health_plugin.readers.records import (
+    FOOTER_BYTES,
+    FRAME_BYTES,
+    HEADER_BYTES,
+    RESYNC_WINDOW,
+    header_crc_ok,
+    masked_crc,
+    scan_records,
+)
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
-from tb_health_plugin.series import Backtrack, RunData
+from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
+from tb_health_plugin.series import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +53,16 @@ class _FileState:
         self.offset = 0  # bytes consumed: everything before is decoded
         self.resyncing = False  # looking for a valid header after a damaged one
         self.identity: tuple[int, int] | None = None  # (device, inode) read: a file renamed over it is new
+        self.probe = (-1, 0)  # (offset stuck at, where the search for a later valid record resumes)
 
 
 class _RunState:
     """Everything read so far for one run, and the last snapshot handed out."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, writers: dict[str, int] | None = None) -> None:
         self.name = name
+        self.writers = dict(writers or {})  # path -> writer index, for files of writers past the first
+        self.spans: dict[str, FileSpan] = {}  # path -> what it logged, to tell concurrent writers apart
         self.lock = threading.Lock()
         self.files: dict[str, _FileState] = {}
         self.failed_files: dict[str, int] = {}  # path -> size when reading it raised
@@ -54,6 +70,10 @@ class _RunState:
         self.histograms: dict[str, HistogramBuilder] = {}
         self.texts: dict[str, TextBuilder] = {}
         self.backtracks: list[Backtrack] = []
+        self.notes: dict[str, ReadNote] = {}  # what the reader had to do about the data, by message
+        note = writers_note(self.writers)
+        if note is not None:
+            self.add_note("multiple_writers", note)
         self.skipped_records = 0
         self.last_wall_time = 0.0
         self.tfevents_decoder = TfeventsDecoder()
@@ -76,21 +96,33 @@ class _RunState:
                 backtracks=list(self.backtracks),
                 skipped_records=self.skipped_records,
                 last_wall_time=self.last_wall_time,
+                notes=list(self.notes.values()),
             )
         return self._snapshot
+
+    def add_note(self, kind: str, message: str) -> None:
+        self.notes.setdefault(message, ReadNote(kind, message))
 
     def nbytes(self) -> int:
         builders = [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]
         return sum(b.nbytes() for b in builders)
 
-    def ingest(self, batch: DecodedBatch) -> None:
-        for tag, steps, wall_times, values in batch.scalars_by_tag():
+    def ingest(self, batch: DecodedBatch, path: str = "") -> None:
+        """Merge a batch read from the file at `path` (its writer decides the tag names)."""
+        span = self.spans.get(path) or self.spans.setdefault(path, FileSpan())
+        writer = self.writers.get(path, 0)
+        for raw_tag, steps, wall_times, values in batch.scalars_by_tag():
+            span.add(raw_tag, steps, wall_times)
+            tag = writer_tag(raw_tag, writer)
             builder = self.scalars.get(tag) or self.scalars.setdefault(tag, ScalarBuilder(tag))
             self.backtracks.extend(builder.extend(steps, wall_times, values))
         by_tag = defaultdict(list)
         for point in batch.histograms:
             by_tag[point.tag].append(point)
-        for tag, points in by_tag.items():
+        for raw_tag, points in by_tag.items():
+            span.add(raw_tag, np.fromiter((p.step for p in points), np.int64, len(points)),
+                     np.fromiter((p.wall_time for p in points), np.float64, len(points)))
+            tag = writer_tag(raw_tag, writer)
             builder = self.histograms.get(tag) or self.histograms.setdefault(tag, HistogramBuilder(tag))
             self.backtracks.extend(builder.extend(
                 [p.step for p in points], [p.wall_time for p in points], [p.buckets for p in points],
@@ -99,13 +131,18 @@ class _RunState:
         by_tag = defaultdict(list)
         for point in batch.texts:
             by_tag[point.tag].append(point)
-        for tag, points in by_tag.items():
+        for raw_tag, points in by_tag.items():
+            tag = writer_tag(raw_tag, writer)
             builder = self.texts.get(tag) or self.texts.setdefault(tag, TextBuilder(tag))
             self.backtracks.extend(builder.extend(
                 [p.step for p in points], [p.wall_time for p in points], [p.text for p in points]
             ))
         self.skipped_records += batch.undecodable
         self.last_wall_time = max(self.last_wall_time, batch.last_wall_time)
+
+    def writer_plan(self, files: list[EventFile]) -> dict[str, int]:
+        """Which files belong to writers past the first, from what has been read (see `writers`)."""
+        return assign_writers([f.path for f in files], self.spans)
 
     def needs_reset(self, files: list[EventFile]) -> bool:
         current = {f.path for f in files}
@@ -135,7 +172,7 @@ class _RunState:
             state = self.files[event_file.path] = _FileState(event_file)
         decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
         changed = False
-        with open(event_file.path, "rb") as handle:
+        with open_regular_file(event_file.path) as handle:
             info = os.fstat(handle.fileno())
             size, identity = info.st_size, (info.st_dev, info.st_ino)
             if state.identity is not None and identity != state.identity:
@@ -147,10 +184,18 @@ class _RunState:
                 if not buf:
                     break
                 scan = scan_records(buf, state.resyncing)
-                if scan.consumed == 0 and not state.resyncing:
+                if scan.consumed == 0 and not scan.resyncing:  # stopped at a valid header (found by a resync too)
+                    state.resyncing = False
                     needed = _whole_record_size(buf)
-                    if needed is None or needed <= len(buf) or state.offset + needed > size:
-                        break  # an incomplete record: a live writer will finish it
+                    if needed is not None and state.offset + needed > size and len(buf) >= HEADER_BYTES:
+                        # Either a live writer's unfinished last record, or a length that lies: a
+                        # complete valid record after it proves the latter (writers only append).
+                        if self._skip_impossible_record(handle, state, size, needed):
+                            changed = True
+                            continue
+                        break
+                    if needed is None or needed <= len(buf):
+                        break
                     handle.seek(state.offset)
                     buf = handle.read(needed)
                     scan = scan_records(buf)
@@ -158,7 +203,7 @@ class _RunState:
                         break
                 if scan.starts.shape[0]:
                     raw = np.frombuffer(buf, dtype=np.uint8)
-                    self.ingest(decoder.decode(raw, scan.starts, scan.lengths))
+                    self.ingest(decode_isolating(decoder, raw, scan.starts, scan.lengths), event_file.path)
                 self.skipped_records += scan.skipped
                 if self.on_bytes_read is not None:
                     self.on_bytes_read(scan.consumed)
@@ -168,6 +213,114 @@ class _RunState:
                 if scan.consumed == 0:
                     break
         return changed
+
+    def _skip_impossible_record(self, handle, state: _FileState, size: int, claimed: int) -> bool:
+        """Move past the record at `state.offset`, which claims more bytes than the file holds, when a
+        complete valid record follows it; count and note what was skipped. False: wait for more."""
+        probe_offset, probe_from = state.probe
+        start = probe_from if probe_offset == state.offset else state.offset + 1
+        found, resume_at = find_complete_record(handle, start, size)
+        if found is None:
+            state.probe = (state.offset, resume_at)
+            return False
+        skipped_bytes = found - state.offset
+        self.skipped_records += 1
+        self.add_note(
+            "damaged_records",
+            f"{os.path.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
+            f" bytes, more than the file holds, yet a valid record follows it: {skipped_bytes:,} bytes skipped,"
+            f" reading resumed at byte {found:,}.",
+        )
+        logger.warning("tb-health: %s: record at byte %d claims %d bytes; skipped %d bytes to the next valid record",
+                       state.file.path, state.offset, claimed - FRAME_BYTES, skipped_bytes)
+        if self.on_bytes_read is not None:
+            self.on_bytes_read(skipped_bytes)
+        state.offset = found
+        state.probe = (-1, 0)
+        return True
+
+
+def find_complete_record(handle, start: int, size: int) -> tuple[int | None, int]:
+    """(offset of the first complete, valid record at or after `start`, or None; where a later
+    search may resume: the first candidate that a writer may still complete, or the end).
+
+    Every position holding a valid header checksum is a candidate (checked with numpy, a window
+    at a time); a candidate whose record fits in the file and whose payload checksum holds wins.
+    """
+    pos = start
+    unresolved: int | None = None
+    while pos + HEADER_BYTES <= size:
+        handle.seek(pos)
+        buf = handle.read(min(READ_CHUNK_BYTES, size - pos))
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        last = len(buf) - HEADER_BYTES
+        for window in range(0, last + 1, RESYNC_WINDOW):
+            candidates = np.arange(window, min(window + RESYNC_WINDOW, last + 1), dtype=np.int64)
+            for at in candidates[header_crc_ok(raw, candidates)].tolist():
+                total = int.from_bytes(buf[at : at + 8], "little") + FRAME_BYTES
+                if pos + at + total > size:
+                    unresolved = pos + at if unresolved is None else unresolved
+                    continue
+                if at + total <= len(buf):
+                    record = buf[at : at + total]
+                else:
+                    handle.seek(pos + at)
+                    record = handle.read(total)
+                payload = record[HEADER_BYTES : total - FOOTER_BYTES]
+                if masked_crc(payload) == int.from_bytes(record[total - FOOTER_BYTES :], "little"):
+                    return pos + at, pos + at
+        pos += last + 1
+    return None, pos if unresolved is None else unresolved
+
+
+def decode_isolating(decoder, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
+    """Decode a batch; should the decoder raise on some record, decode the halves apart until the
+    records that make it raise are isolated and counted as undecodable, so one bad record costs
+    that record, not the rest of the chunk (and, through the file's failure, the rest of the file)."""
+    try:
+        return decoder.decode(raw, starts, lengths)
+    except Exception:  # noqa: BLE001 - isolated below
+        if starts.shape[0] == 1:
+            logger.warning("tb-health: skipping a record the decoder could not handle", exc_info=True)
+            return DecodedBatch(undecodable=1)
+    middle = starts.shape[0] // 2
+    first = decode_isolating(decoder, raw, starts[:middle], lengths[:middle])
+    second = decode_isolating(decoder, raw, starts[middle:], lengths[middle:])
+    return merge_batches(first, second, middle)
+
+
+def merge_batches(first: DecodedBatch, second: DecodedBatch, offset: int) -> DecodedBatch:
+    """Two batches decoded from consecutive records as one; `second`'s record indices start at `offset`."""
+    for points in second.scalars:
+        points.order = points.order + offset
+    for point in [*second.histograms, *second.texts]:
+        point.order += offset
+    return DecodedBatch(
+        scalars=[*first.scalars, *second.scalars],
+        histograms=[*first.histograms, *second.histograms],
+        texts=[*first.texts, *second.texts],
+        undecodable=first.undecodable + second.undecodable,
+        last_wall_time=max(first.last_wall_time, second.last_wall_time),
+    )
+
+
+class NotARegularFile(OSError):
+    pass
+
+
+def open_regular_file(path: str):
+    """Open for reading without ever blocking: a FIFO swapped in after discovery would wait for
+    a writer on a plain open, so the open does not wait, and anything but a regular file is refused."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotARegularFile(f"not a regular file: {path}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)  # regular files never block; keep reads plain
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def _whole_record_size(buf: bytes) -> int | None:
@@ -196,12 +349,18 @@ class LogdirReader:
             for name, files in found.items():
                 run = runs[name]
                 if run is None or run.needs_reset(files):
-                    run = runs[name] = _RunState(name)
+                    run = runs[name] = _RunState(name, run.writers if run is not None else None)
                     changed = True
                 with run.lock:
                     if self._read_run(run, files):
                         run.touch()
                         changed = True
+                    plan = run.writer_plan(files)
+                if plan != run.writers:  # a writer told apart only now: read the run again, keeping both
+                    run = runs[name] = _RunState(name, plan)
+                    with run.lock:
+                        self._read_run(run, files)
+                    changed = True
             with self._runs_lock:
                 self._runs = runs
             return changed
@@ -271,4 +430,8 @@ def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], N
     state = _RunState(name)
     state.on_bytes_read = on_bytes_read
     LogdirReader._read_run(state, files)
+    plan = state.writer_plan(files)
+    if plan:
+        state = _RunState(name, plan)
+        LogdirReader._read_run(state, files)
     return state.snapshot()

@@ -10,11 +10,19 @@ decoded without protobuf by `fast_mindspore`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tb_health_plugin.readers.batch import parse_events
 from tb_health_plugin.readers.fast_mindspore import decode_scalar_events
-from tb_health_plugin.readers.points import DecodedBatch, HistogramPoint, ScalarPoints
+from tb_health_plugin.readers.points import (
+    DecodedBatch,
+    HistogramPoint,
+    ScalarPoints,
+    clamp_count,
+    latest_wall_time,
+)
 from tb_health_plugin.readers.schema import MsBucket, MsEventBatch
 from tb_health_plugin.readers.wire import gather, gather_uint, varints
 
@@ -34,7 +42,12 @@ def histogram_of_values(values: np.ndarray) -> tuple[np.ndarray, int, int]:
     low, high = float(finite.min()), float(finite.max())
     if low == high:
         low, high = low - 0.5, high + 0.5
-    counts, edges = np.histogram(finite, bins=TENSOR_HISTOGRAM_BINS, range=(low, high))
+    if np.isfinite(high - low):
+        counts, edges = np.histogram(finite, bins=TENSOR_HISTOGRAM_BINS, range=(low, high))
+    else:  # a range wider than the largest double (say -1e308 .. 1e308): spaced in halves
+        edges = np.linspace(low / 2, high / 2, TENSOR_HISTOGRAM_BINS + 1) * 2
+        bins = np.clip(np.searchsorted(edges, finite, side="right") - 1, 0, TENSOR_HISTOGRAM_BINS - 1)
+        counts = np.bincount(bins, minlength=TENSOR_HISTOGRAM_BINS)
     return np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], axis=1), nan_count, inf_count
 
 
@@ -69,6 +82,15 @@ def buckets_from_bytes(serialized: list[bytes]) -> np.ndarray:
     return table
 
 
+def readable_tag(tag: str | bytes) -> str:
+    """A tag as text. MindSpore's schema is proto2, whose strings are not checked for UTF-8, so a
+    damaged tag can arrive as bytes (or fail to decode): its bytes are kept readable with
+    backslash escapes (`b"\\xff"` -> `"\\xff"`), so the series survives under a distinct name."""
+    if isinstance(tag, bytes):
+        return tag.decode("utf-8", "backslashreplace")
+    return tag
+
+
 class MindSporeDecoder:
     """Decodes batches of MindSpore summary records."""
 
@@ -76,8 +98,7 @@ class MindSporeDecoder:
         decoded = DecodedBatch()
         fast, points = decode_scalar_events(raw, starts, lengths)
         decoded.scalars.append(points)
-        if len(points):
-            decoded.last_wall_time = float(points.wall_times.max())
+        decoded.last_wall_time = latest_wall_time(decoded.last_wall_time, points.wall_times)
         rest = np.flatnonzero(~fast)
         if rest.shape[0]:
             self._decode_with_protobuf(decoded, raw, starts[rest], lengths[rest], rest)
@@ -104,25 +125,27 @@ class MindSporeDecoder:
             if not event.HasField("summary"):
                 continue
             record, step, wall = int(record_ids[index]), event.step, event.wall_time
-            decoded.last_wall_time = max(decoded.last_wall_time, wall)
+            if math.isfinite(wall):
+                decoded.last_wall_time = max(decoded.last_wall_time, wall)
             for value in event.summary.value:
                 kind = value.WhichOneof("value")
+                tag = readable_tag(value.tag)
                 if kind == "scalar_value":
-                    add_scalar(value.tag, record, step, wall, value.scalar_value)
+                    add_scalar(tag, record, step, wall, value.scalar_value)
                 elif kind == "histogram":
                     histogram = value.histogram
-                    point = HistogramPoint(value.tag, record, step, wall, _NO_BUCKETS, histogram.nan_count,
-                                           histogram.pos_inf_count + histogram.neg_inf_count)
+                    point = HistogramPoint(tag, record, step, wall, _NO_BUCKETS, clamp_count(histogram.nan_count),
+                                           clamp_count(clamp_count(histogram.pos_inf_count) + clamp_count(histogram.neg_inf_count)))
                     decoded.histograms.append(point)
                     serialized_buckets.extend(histogram.buckets)
                     histograms.append((point, len(histogram.buckets)))
                 elif kind == "tensor":
                     numbers = _tensor_values(value.tensor)
                     if numbers.shape[0] == 1:
-                        add_scalar(value.tag, record, step, wall, float(numbers[0]))
+                        add_scalar(tag, record, step, wall, float(numbers[0]))
                     elif numbers.shape[0] > 1:
                         buckets, nan_count, inf_count = histogram_of_values(numbers)
-                        decoded.histograms.append(HistogramPoint(value.tag, record, step, wall, buckets, nan_count, inf_count))
+                        decoded.histograms.append(HistogramPoint(tag, record, step, wall, buckets, nan_count, inf_count))
         decoded.scalars.append(ScalarPoints.from_lists(tags, order, steps, walls, values))
         table = buckets_from_bytes(serialized_buckets)
         table.flags.writeable = False

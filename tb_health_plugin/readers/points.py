@@ -55,6 +55,26 @@ class TextPoint:
     text: str
 
 
+def latest_wall_time(current: float, wall_times) -> float:
+    """The latest finite wall time among `current` and `wall_times`.
+
+    A single `inf` or NaN wall time (a broken clock, a damaged record) would otherwise become the
+    run's "last update" and cannot be sent as JSON; the point itself keeps its value.
+    """
+    times = np.asarray(wall_times, dtype=np.float64)
+    finite = times[np.isfinite(times)]
+    return max(current, float(finite.max())) if finite.shape[0] else current
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+def clamp_count(count: int) -> int:
+    """A histogram count as a non-negative int64: a count past int64 (two int64 counts added, or
+    an overflowed varint read back negative) is damage, kept as the largest count we can hold."""
+    return min(max(int(count), 0), INT64_MAX)
+
+
 @dataclass
 class DecodedBatch:
     scalars: list[ScalarPoints] = field(default_factory=list)

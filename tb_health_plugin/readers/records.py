@@ -28,7 +28,7 @@ FOOTER_BYTES = 4  # u32 masked CRC of the payload
 FRAME_BYTES = HEADER_BYTES + FOOTER_BYTES
 _CRC_MASK_DELTA = 0xA282EAD8  # TFRecord's masking constant
 _CASTAGNOLI_REFLECTED = 0x82F63B78  # CRC32C polynomial, bit-reversed
-_RESYNC_WINDOW = 1 << 16  # positions examined per numpy pass while resynchronising (~36 bytes of scratch each)
+RESYNC_WINDOW = 1 << 16  # positions examined per numpy pass while resynchronising (~36 bytes of scratch each)
 _LOOP_RECORDS = 48  # records followed one by one before predicting the next ones
 _MAX_LOOP_RECORDS = 3072  # the most, after patterns failed to show up
 _MAX_CYCLE = 16  # longest repeating pattern of record sizes looked for
@@ -173,7 +173,7 @@ def _next_valid_header(raw: np.ndarray, pos: int) -> int | None:
     """The first position at or after `pos` whose header checksum is valid, if any."""
     last_start = raw.shape[0] - HEADER_BYTES
     while pos <= last_start:
-        candidates = np.arange(pos, min(pos + _RESYNC_WINDOW, last_start + 1), dtype=np.int64)
+        candidates = np.arange(pos, min(pos + RESYNC_WINDOW, last_start + 1), dtype=np.int64)
         hits = np.flatnonzero(header_crc_ok(raw, candidates))
         if hits.size:
             return int(candidates[hits[0]])

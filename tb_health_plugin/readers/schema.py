@@ -116,8 +116,14 @@ def mindspore_file_descriptor(name: str = MS_PROTO_FILE, package: str = MS_PACKA
 
 
 def _with_raw_buckets(messages: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
-    """The same schema with histogram buckets left as their serialized bytes (same wire format)."""
+    """The same schema with histogram buckets left as their serialized bytes (same wire format),
+    and tags as bytes: proto2 strings are not checked for UTF-8 by upb but are by the pure-python
+    backend, so as bytes a damaged tag reads the same under both (the decoder makes it text)."""
     raw = dict(messages)
+    raw["Summary.Value"] = [
+        ("tag", 1, _REQUIRED, _F.TYPE_BYTES, None, False) if field[0] == "tag" else field
+        for field in messages["Summary.Value"]
+    ]
     raw["Summary.Histogram"] = [
         ("buckets", 1, _REPEATED, _F.TYPE_BYTES, None, False) if field[0] == "buckets" else field
         for field in messages["Summary.Histogram"]

@@ -11,12 +11,20 @@ The common case, a `simple_value` record, is decoded without protobuf by `fast_s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from tensorboard.util import tensor_util
 
 from tb_health_plugin.readers import fast_scalars
 from tb_health_plugin.readers.batch import parse_events
-from tb_health_plugin.readers.points import DecodedBatch, HistogramPoint, ScalarPoints, TextPoint
+from tb_health_plugin.readers.points import (
+    DecodedBatch,
+    HistogramPoint,
+    ScalarPoints,
+    TextPoint,
+    latest_wall_time,
+)
 from tb_health_plugin.readers.schema import TbEventBatch
 
 SCALARS_PLUGIN, HISTOGRAMS_PLUGIN, TEXT_PLUGIN = "scalars", "histograms", "text"
@@ -87,8 +95,7 @@ class TfeventsDecoder:
         decoded = DecodedBatch()
         fast = fast_scalars.decode_simple_values(raw, starts, lengths)
         decoded.scalars.append(fast.points)
-        if fast.points.wall_times.shape[0]:
-            decoded.last_wall_time = float(fast.points.wall_times.max())
+        decoded.last_wall_time = latest_wall_time(decoded.last_wall_time, fast.points.wall_times)
         rest = np.flatnonzero(~fast.decoded)
         if rest.shape[0]:
             self._decode_with_protobuf(decoded, raw, starts[rest], lengths[rest], rest)
@@ -105,7 +112,8 @@ class TfeventsDecoder:
             if not event.HasField("summary"):
                 continue
             record, step, wall = int(record_ids[index]), event.step, event.wall_time
-            decoded.last_wall_time = max(decoded.last_wall_time, wall)
+            if math.isfinite(wall):
+                decoded.last_wall_time = max(decoded.last_wall_time, wall)
             for value in event.summary.value:
                 kind = value.WhichOneof("value")
                 if kind == "simple_value":
