@@ -64,6 +64,9 @@ export interface SeriesResponse {
   mean: (number | null)[];
   nonfinite: {step: number; value: string}[];
   nonfinite_total?: number;
+  /** Wall time (s) of each bucket's first point, and of the series' first point. */
+  wall_times?: number[];
+  first_wall_time?: number | null;
 }
 
 export interface HeatmapResponse {

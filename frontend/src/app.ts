@@ -11,6 +11,8 @@ import {Poller} from './poll';
 import {RunView} from './runView';
 import {loadState, saveState, type AppState, type View} from './state';
 import {listenToHostReloads} from './tbHost';
+import {followTheme} from './theme';
+import {installTooltips} from './tooltip';
 
 const POLL_INTERVAL_MS = 5000;
 
@@ -42,6 +44,8 @@ export class App {
 
   mount(): void {
     document.documentElement.lang = lang() === 'zh' ? 'zh-CN' : 'en';
+    followTheme();
+    installTooltips();
     const nav = el('nav', {class: 'tabs'});
     for (const [view, key] of [['overview', 'overview'], ['run', 'run'], ['compare', 'compare']] as [View, string][]) {
       const button = bindText(el('button', {class: 'tab', attrs: {type: 'button'}, data: {view}, on: {click: () => this.setView(view)}}), key);

@@ -30,3 +30,8 @@ export function rampColor(t: number): string {
 export function rampGradientCss(): string {
   return `linear-gradient(to right, ${RAMP.map(([r, g, b]) => `rgb(${r},${g},${b})`).join(', ')})`;
 }
+
+/** A run's colour in this tab's charts and tables. */
+export function runColor(_run: string, index: number): string {
+  return RUN_PALETTE[((index % RUN_PALETTE.length) + RUN_PALETTE.length) % RUN_PALETTE.length];
+}

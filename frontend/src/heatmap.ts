@@ -7,7 +7,9 @@ import uPlot from 'uplot';
 import {api, HttpError, isAbort, type HeatmapResponse, type Range} from './api';
 import {chartCard, type Card} from './card';
 import type {ChartGroup, GroupMember} from './chartGroup';
-import {groupCursor, groupHooks, plotWidth, stepAxisValues, xRange} from './charts';
+import {groupCursor, groupHooks, plotWidth, themedAxes, xRange} from './charts';
+import {settings} from './settings';
+import {cssColor} from './theme';
 import {rampColor, rampGradientCss} from './colors';
 import {el} from './dom';
 import {formatNumber, formatStep} from './format';
@@ -74,7 +76,7 @@ export class GradientHeatmap implements GroupMember {
     this.card.root.dataset.state = 'loading';
     try {
       const width = Math.min(600, plotWidth(this.card.body));
-      const data = await api.heatmap(this.run, width, this.group.zoom, controller.signal);
+      const data = await api.heatmap(this.run, width, this.group.requestRange(), controller.signal);
       if (controller.signal.aborted) return;
       this.show(data);
     } catch (error) {
@@ -121,7 +123,7 @@ export class GradientHeatmap implements GroupMember {
     } else {
       this.card.setState('loading');
     }
-    const table: uPlot.AlignedData = [data.steps, data.steps.map(() => null)];
+    const table: uPlot.AlignedData = [data.steps.map((step) => this.group.toX(step)), data.steps.map(() => null)];
     if (!this.plot) {
       this.plot = new uPlot(this.plotOptions(), table, this.card.body);
     } else {
@@ -138,13 +140,16 @@ export class GradientHeatmap implements GroupMember {
       cursor: {...groupCursor(group), points: {show: false}},
       legend: {show: false},
       scales: {
-        x: {time: false, range: xRange(group)},
+        x: {time: settings.xAxis === 'wall', range: xRange(group)},
         layer: {auto: false, range: () => [0, Math.max(1, this.data?.layers.length ?? 1)]},
       },
       axes: [
-        {values: stepAxisValues, size: 30, gap: 2},
+        themedAxes()[0],
         {
           scale: 'layer',
+          stroke: () => cssColor('--chart-text'),
+          grid: {show: false},
+          ticks: {stroke: () => cssColor('--chart-grid'), width: 1},
           size: 150,
           gap: 2,
           splits: () => this.layerSplits(),
@@ -190,8 +195,8 @@ export class GradientHeatmap implements GroupMember {
       ctx.rect(bbox.left, bbox.top, bbox.width, bbox.height);
       ctx.clip();
       for (let j = 0; j < data.steps.length; j++) {
-        const x0 = u.valToPos(data.steps[j], 'x', true);
-        const x1 = u.valToPos(j + 1 < data.steps.length ? data.steps[j + 1] : last, 'x', true);
+        const x0 = u.valToPos(this.group.toX(data.steps[j]), 'x', true);
+        const x1 = u.valToPos(this.group.toX(j + 1 < data.steps.length ? data.steps[j + 1] : last), 'x', true);
         if (x1 < bbox.left || x0 > bbox.left + bbox.width) continue;
         const w = Math.max(1, x1 - x0 + 0.5);
         for (let i = 0; i < n; i++) {
@@ -227,6 +232,16 @@ export class GradientHeatmap implements GroupMember {
     }
     const value = data.values[row]?.[idx];
     this.hover.textContent = `${data.layers[row]} @ ${formatStep(data.steps[idx])}: ${formatNumber(value)}`;
+  }
+
+  rebuild(): void {
+    this.plot?.destroy();
+    this.plot = null;
+    if (this.data) this.show(this.data);
+  }
+
+  redraw(): void {
+    this.plot?.redraw(false, true);
   }
 
   destroy(): void {

@@ -4,7 +4,9 @@
 import type {RunSummary, Severity} from './api';
 import {el} from './dom';
 import {ageSeconds, formatStep} from './format';
-import {bindText, label, relativeAge, t} from './i18n';
+import {findingTextZh} from './findingsZh';
+import {bindText, label, lang, relativeAge, t} from './i18n';
+import {setTip} from './tooltip';
 import type {AppState, SortKey} from './state';
 
 const STATUS_RANK: Record<string, number> = {no_data: 0, healthy: 1, warning: 2, critical: 3};
@@ -68,12 +70,29 @@ function sortValue(run: RunSummary, key: SortKey): number | string {
   }
 }
 
+/** Sorted by `key`; ties go to the most recently updated run, then by name. */
 function compareBy(key: SortKey, descending: boolean) {
   return (a: RunSummary, b: RunSummary): number => {
     const [va, vb] = [sortValue(a, key), sortValue(b, key)];
-    const order = va < vb ? -1 : va > vb ? 1 : a.run.localeCompare(b.run);
-    return descending ? -order : order;
+    if (va !== vb) return (va < vb ? -1 : 1) * (descending ? -1 : 1);
+    const updated = (b.last_update ?? -1) - (a.last_update ?? -1);
+    return updated !== 0 ? updated : a.run.localeCompare(b.run);
   };
+}
+
+/** Finding counts as one line of pills (zeros left out), or a muted 0. */
+export function countsCell(counts: Record<Severity, number>): HTMLElement {
+  const pills = (['critical', 'warning', 'info'] as Severity[])
+    .filter((s) => (counts[s] ?? 0) > 0)
+    .map((s) => setTip(el('span', {class: `count sev-${s}`, text: String(counts[s]), data: {severity: s}}), `${counts[s]} × ${label('severity', s)}`));
+  return el('td', {class: 'counts'}, pills.length ? pills : [el('span', {class: 'muted', text: '0'})]);
+}
+
+/** The worst finding's text in the chosen language; the English message is its tooltip in Chinese. */
+function worstText(worst: NonNullable<RunSummary['worst']>): {text: string; tip: string} {
+  if (lang() !== 'zh') return {text: worst.message, tip: worst.message};
+  const zh = findingTextZh(worst.kind, worst.severity, null).meaning;
+  return {text: zh || worst.message, tip: `${t('originalMessage')}: ${worst.message}`};
 }
 
 export class Overview {
@@ -232,21 +251,20 @@ export class Overview {
 
   private commonCells(run: RunSummary): HTMLElement[] {
     const counts = run.counts ?? {info: 0, warning: 0, critical: 0};
-    const countPills = (['critical', 'warning', 'info'] as Severity[])
-      .filter((s) => counts[s] > 0)
-      .map((s) => el('span', {class: `count sev-${s}`, text: String(counts[s]), title: label('severity', s)}));
-    const worst = run.worst
-      ? el('td', {class: 'worst', title: run.worst.message}, [
-          el('span', {class: `dot sev-${run.worst.severity}`}),
-          el('span', {class: 'worst-kind', text: label('kind', run.worst.kind)}),
-          el('span', {class: 'muted', text: ` @ ${formatStep(run.worst.step)}`}),
-          el('div', {class: 'worst-message', text: run.worst.message}),
-        ])
-      : el('td', {class: 'worst muted', text: '—'});
+    let worst: HTMLElement;
+    if (run.worst) {
+      const {text, tip} = worstText(run.worst);
+      worst = el('td', {class: 'worst'}, [
+        el('span', {class: `dot sev-${run.worst.severity}`}),
+        el('span', {class: 'worst-kind', text: label('kind', run.worst.kind)}),
+        el('span', {class: 'muted', text: ` · ${t('step')} ${formatStep(run.worst.step)}`}),
+        setTip(el('div', {class: 'worst-message', text, attrs: {tabindex: '0'}}), tip, 'en'),
+      ]);
+    } else worst = el('td', {class: 'worst muted', text: '—'});
     const age = ageSeconds(run.last_update);
     return [
       el('td', {}, [el('span', {class: `badge status-${run.status}`, text: label('status', run.status)})]),
-      el('td', {class: 'counts'}, countPills.length ? countPills : [el('span', {class: 'muted', text: '0'})]),
+      countsCell(counts),
       worst,
       el('td', {class: 'num', text: formatStep(run.steps?.last)}),
       el('td', {
@@ -266,7 +284,8 @@ export class Overview {
       this.renderRows();
       this.actions.changed();
     });
-    const chips = Object.keys(run.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role), title: run.signals[role]}));
+    // what the run logged: shown on hover or focus, not repeated on every row
+    const chips = Object.keys(run.signals ?? {}).map((role) => setTip(el('span', {class: 'chip', text: label('signal', role)}), run.signals[role]));
     const name = el('a', {
       class: 'run-link',
       text: run.run,
@@ -281,7 +300,7 @@ export class Overview {
     });
     return el('tr', {class: inJob ? 'run-row in-job' : 'run-row', data: {run: run.run, status: run.status}}, [
       el('td', {class: 'col-check'}, [checkbox]),
-      el('td', {class: 'run-cell'}, [name, el('div', {class: 'chips'}, chips)]),
+      el('td', {class: 'run-cell'}, [name, chips.length ? el('div', {class: 'chips row-signals'}, chips) : null]),
       ...this.commonCells(run),
     ]);
   }

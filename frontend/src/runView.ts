@@ -9,7 +9,11 @@ import {el} from './dom';
 import {findingKey, renderFindings} from './findings';
 import {formatStep} from './format';
 import {GradientHeatmap} from './heatmap';
+import {SettingsBar} from './controls';
 import {bindText, label, t} from './i18n';
+import {onSettings, settings} from './settings';
+import {onTheme} from './theme';
+import {Timeline} from './xaxis';
 
 interface ChartPlan {
   id: string;
@@ -54,6 +58,7 @@ export class RunView {
   private readonly findingsPane = el('div', {class: 'findings-pane'});
   private readonly grid = el('div', {class: 'chart-grid'});
   private readonly resetButton: HTMLButtonElement;
+  private readonly settingsBar = new SettingsBar();
   private group: ChartGroup | null = null;
   private charts: EnvelopeChart[] = [];
   private run: string | null = null;
@@ -75,9 +80,34 @@ export class RunView {
       this.header,
       el('div', {class: 'run-body'}, [
         el('aside', {class: 'findings-aside'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), this.findingsPane]),
-        el('div', {class: 'charts-pane'}, [this.grid]),
+        el('div', {class: 'charts-pane'}, [this.settingsBar.root, this.grid]),
       ]),
     ]);
+    onSettings((changed) => void this.settingsChanged(changed));
+    onTheme(() => this.group?.redrawAll());
+  }
+
+  private async settingsChanged(changed: string): Promise<void> {
+    const group = this.group;
+    if (!group || !this.summary) return;
+    if (changed === 'xAxis') await this.loadTimeline(this.summary, group);
+    group.rebuildAll();
+  }
+
+  /** The run's step -> wall-time map, needed once the x axis shows time. */
+  private async loadTimeline(summary: RunSummary, group: ChartGroup, force = false): Promise<void> {
+    if (settings.xAxis === 'step' || (group.timeline && !force)) return;
+    const signals = summary.signals ?? {};
+    const tag = signals.loss ?? Object.values(signals)[0];
+    if (!tag) return;
+    try {
+      const data = await api.series(summary.run, tag, 4000);
+      if (data.wall_times && data.first_wall_time !== undefined && data.first_wall_time !== null) {
+        group.timeline = new Timeline(data.steps, data.wall_times, data.first_wall_time);
+      }
+    } catch (error) {
+      if (!isAbort(error)) group.timeline = null; // the axis stays in steps
+    }
   }
 
   /** Every run's name, for the header's run menu. */
@@ -135,6 +165,7 @@ export class RunView {
     });
     // The runs route already names the tag of every role: no round trip before the charts fetch.
     this.buildCharts(summary.run, summary.signals ?? {}, group);
+    await this.loadTimeline(summary, group);
     await Promise.all([group.reloadAll(), this.loadFindings(summary.run, controller.signal)]);
   }
 
@@ -143,6 +174,7 @@ export class RunView {
     if (!group) return;
     group.extent = summary.steps ? {start: summary.steps.first, end: summary.steps.last} : null;
     const controller = this.loading ?? new AbortController();
+    await this.loadTimeline(summary, group, true);
     await Promise.all([group.reloadAll(), this.loadFindings(summary.run, controller.signal)]);
   }
 
@@ -252,6 +284,7 @@ export class RunView {
     if (!this.run) return;
     this.renderFindingsList();
     if (this.summary) this.renderHeader(this.summary);
+    this.settingsBar.render();
     for (const chart of this.charts) chart.relabel();
   }
 }
