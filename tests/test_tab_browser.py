@@ -355,7 +355,9 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, 
         spike = "w => w.document.querySelector(`li.finding[data-kind='loss_spike']`).innerText"
         spike_zh = tab.eval(spike)
         assert "损失尖峰" in spike_zh and "损失突然短暂跳升" in spike_zh and "建议" in spike_zh
-        assert "原文" in spike_zh and "above its local trend" in spike_zh
+        assert "above its local trend" not in spike_zh  # the English message waits behind its toggle
+        tab.frame.locator("li.finding[data-kind='loss_spike'] details.finding-original summary").click()
+        assert "英文原文" in tab.eval(spike) and "above its local trend" in tab.eval(spike)
         tab.screenshot("run-view-zh")
         tab.frame.locator("button.lang[data-lang='en']").click()
         assert tab.eval(texts) == ["Loss", "mean", status, "Reset zoom"]
@@ -416,3 +418,43 @@ def test_polling_refresh_keeps_the_overview_scroll(tensorboard, browser):
         assert requests, "the tab did not poll the runs route"
         time.sleep(1.0)
         assert tab.eval("w => w.document.querySelector('.main').scrollTop") == scrolled
+
+
+def test_evidence_reads_as_labelled_figures_with_the_raw_json_behind_a_toggle(tensorboard, browser):
+    with new_page(browser) as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        open_run(tab, "spiky")
+        spike = "li.finding[data-kind='loss_spike']"
+        tab.wait_until(f"w => !!w.document.querySelector(`{spike} .evidence dt`)")
+        labels = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.textContent)")
+        values = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dd`)].map(d => d.textContent)")
+        assert labels and not any("_" in label for label in labels), labels
+        assert "Peak step" in labels and "Ratio to the local trend" in labels
+        assert not any(v in ("null", "true", "false") or v.startswith(("{", "[")) for v in values), values
+        keys = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.dataset.key)")
+        shown = dict(zip(keys, values, strict=True))
+        assert shown["ratio_to_trend"].startswith("×") and shown["peak_step"].replace(",", "").isdigit()
+        assert "related" not in keys and "cause_detail" not in keys
+        # set as text, not as a debugger dump: proportional font, words never split
+        style = tab.eval(
+            f"w => {{ const s = w.getComputedStyle(w.document.querySelector(`{spike} .evidence dd`)); return [s.fontFamily, s.wordBreak]; }}"
+        )
+        assert "mono" not in style[0].lower() and style[1] != "break-all"
+        # the cause sentence is said once, not once in the message and again below it
+        text = tab.eval(f"w => w.document.querySelector(`{spike}`).innerText")
+        detail = tab.eval(
+            "w => fetch('../../data/plugin/health/report?run=spiky').then(r => r.json()).then(r => r.runs[0].findings.find(f => f.kind === 'loss_spike').evidence.cause_detail || '')"
+        )
+        if detail:
+            assert text.lower().count(detail.lower()[:40]) <= 1
+        # the raw JSON is one click away, closed at first
+        assert not tab.eval(f"w => w.document.querySelector(`{spike} details.evidence-raw`).open")
+        tab.frame.locator(f"{spike} details.evidence-raw summary").click()
+        raw = tab.eval(f"w => w.document.querySelector(`{spike} details.evidence-raw pre`).textContent")
+        assert '"peak_step"' in raw
+        # in Chinese every label is Chinese
+        tab.frame.locator("button.lang[data-lang='zh']").click()
+        labels_zh = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.textContent)")
+        assert all(any("\u4e00" <= ch <= "\u9fff" for ch in label) for label in labels_zh), labels_zh
+        tab.screenshot("evidence")
