@@ -458,3 +458,106 @@ def test_evidence_reads_as_labelled_figures_with_the_raw_json_behind_a_toggle(te
         labels_zh = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.textContent)")
         assert all(any("\u4e00" <= ch <= "\u9fff" for ch in label) for label in labels_zh), labels_zh
         tab.screenshot("evidence")
+
+
+STATUS_RANK = {"no_data": 0, "pending": 0, "healthy": 1, "warning": 2, "critical": 3}
+
+
+def test_overview_reads_at_a_glance(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    # worst first, then the most recently updated: top-level rows (jobs and runs outside jobs)
+    rows = tab.eval(
+        "w => [...w.document.querySelectorAll('tr.job-row, tr.run-row:not(.in-job)')].map(r => [r.dataset.status, Number(r.dataset.updated || -1)])"
+    )
+    keys = [(-STATUS_RANK[status], -updated) for status, updated in rows]
+    assert keys == sorted(keys), rows
+    # the count pills stay on one line
+    tops = tab.eval(
+        "w => [...w.document.querySelectorAll('td.counts')].map(c => new Set([...c.children].map(p => Math.round(p.getBoundingClientRect().top))).size)"
+    )
+    assert tops and max(tops) == 1
+    # a run's series are not repeated on every row: they show on hover
+    spiky = "tr.run-row[data-run='spiky']"
+    display = f"w => w.getComputedStyle(w.document.querySelector(`{spiky} .row-signals`)).display"
+    assert tab.eval(display) == "none"
+    tab.frame.locator(f"{spiky} a.run-link").hover()
+    assert tab.eval(display) == "flex"
+    # the worst finding: two lines, and all of it in a TensorBoard-style tooltip on hover
+    runs = get_json(tensorboard + "/data/plugin/health/runs")["runs"]
+    worst = next(r for r in runs if r["run"] == "spiky")["worst"]["message"]
+    tab.frame.locator(f"{spiky} .worst-message").hover()
+    tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
+    assert tip == worst
+    background = tab.eval("w => w.getComputedStyle(w.document.querySelector('.tb-tooltip')).backgroundColor")
+    assert background.startswith("rgba(97, 97, 97")  # TensorBoard's (Material) tooltip grey
+    assert page.errors == []
+
+
+def test_compare_shows_nothing_empty_before_two_runs_are_chosen(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    tab.frame.locator("button.tab[data-view='compare']").click()
+    tab.wait_until("w => w.document.querySelector('.compare-view .muted')?.textContent")
+    assert tab.eval("w => w.document.querySelector(`[data-chart='compare-loss']`).offsetParent") is None
+    assert tab.eval("w => w.document.querySelector('.compare-table').offsetParent") is None
+    for run in ("spiky", "exp/rank_0"):
+        tab.frame.locator(f".run-picker button.pick[data-run='{run}']").click()
+    tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'")
+    pills = tab.eval("w => [...w.document.querySelectorAll('.compare-table .count')].map(p => p.textContent)")
+    assert "0" not in pills  # zero counts are left out, as in the overview
+
+
+def glyph_images(tab: HealthTab, texts: list[str]) -> list:
+    """Each text rendered in the tab's own font (as the brand title), screenshotted by Chromium."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    tab.eval(
+        """(w, texts) => {
+          const box = w.document.createElement('div');
+          box.id = 'glyph-probe';
+          box.style.cssText = 'position:fixed;left:0;top:0;z-index:999;background:#fff;color:#000;font-size:32px;padding:4px';
+          for (const text of texts) { const s = w.document.createElement('span'); s.textContent = text; s.style.marginRight = '8px'; box.append(s); }
+          w.document.body.append(box);
+        }""",
+        texts,
+    )
+    images = []
+    for i in range(len(texts)):
+        png = tab.frame.locator(f"#glyph-probe span:nth-child({i + 1})").screenshot()
+        images.append(Image.open(BytesIO(png)).convert("L"))
+    tab.eval("w => w.document.getElementById('glyph-probe').remove()")
+    return images
+
+
+def test_chinese_renders_with_real_glyphs_in_a_font_stack_for_every_system(tensorboard, browser):
+    from PIL import ImageChops
+
+    with new_page(browser, locale="zh-CN") as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        family = tab.eval("w => w.getComputedStyle(w.document.querySelector('.brand')).fontFamily")
+        for face in ("Microsoft YaHei", "PingFang SC", "Noto Sans CJK SC"):  # Windows, macOS, Linux
+            assert face in family
+        # '\ue000' has no glyph in any font: it is drawn as the missing-glyph box (tofu)
+        chars = ["训", "练", "健", "康", "\ue000"]
+        images = glyph_images(tab, chars)
+        tofu = images[-1]
+        for char, image in zip(chars[:-1], images[:-1], strict=True):
+            assert image.getextrema()[0] < 128, f"{char} left no ink"
+            same_size = image.size == tofu.size
+            assert not same_size or ImageChops.difference(image, tofu).getbbox() is not None, f"{char} is drawn as a box"
+        # distinct characters give distinct glyphs (tofu boxes would all be the same)
+        distinct = {image.tobytes() for image in images[:-1]}
+        assert len(distinct) == len(chars) - 1
+        # and the tab's own Chinese text: every string the overview shows is in Chinese
+        job = tab.eval("w => w.document.querySelector('tr.job-row .run-cell').innerText")
+        assert job == "作业 exp · 2 个进程"
+        worst = tab.eval("w => [...w.document.querySelectorAll('.worst-message')].map(m => m.textContent)")
+        assert worst and all(any("\u4e00" <= ch <= "\u9fff" for ch in message) for message in worst), worst
+        # the precise English message is on demand, in the tooltip
+        tab.frame.locator(".worst-message").first.hover()
+        tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
+        assert tip.startswith("英文原文")

@@ -298,7 +298,7 @@ export class Overview {
         },
       },
     });
-    return el('tr', {class: inJob ? 'run-row in-job' : 'run-row', data: {run: run.run, status: run.status}}, [
+    return el('tr', {class: inJob ? 'run-row in-job' : 'run-row', data: {run: run.run, status: run.status, updated: String(run.last_update ?? '')}}, [
       el('td', {class: 'col-check'}, [checkbox]),
       el('td', {class: 'run-cell'}, [name, chips.length ? el('div', {class: 'chips row-signals'}, chips) : null]),
       ...this.commonCells(run),
@@ -319,7 +319,7 @@ export class Overview {
         },
       },
     });
-    return el('tr', {class: 'job-row', data: {job}}, [
+    return el('tr', {class: 'job-row', data: {job, status: entry.aggregate.status, updated: String(entry.aggregate.last_update ?? '')}}, [
       el('td', {class: 'col-check'}, [toggle]),
       el('td', {class: 'run-cell'}, [
         el('span', {class: 'job-name', text: t('job', {name: job})}),
