@@ -50,8 +50,12 @@ def write_logs(root) -> None:
             **per_layer,
         },
     )
-    write_scalars(root / "exp" / "rank_0", {"train/loss": (steps, loss), "train/lr": (steps, np.full(STEPS, 1e-3))})
-    write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02)})
+    step_ms = 100 + rng.normal(0, 1, STEPS)
+    write_scalars(
+        root / "exp" / "rank_0",
+        {"train/loss": (steps, loss), "train/lr": (steps, np.full(STEPS, 1e-3)), "train/step_time_ms": (steps, step_ms)},
+    )
+    write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02), "train/step_time_ms": (steps, step_ms[::-1])})
     write_scalars(root / "growing", {"train/loss": (steps[:1000], loss[:1000])})
     write_scalars(root / XSS_RUN, {"loss": (steps, loss), f"grad_norm/{XSS_TAG}": (steps, np.ones(STEPS))})
     dead = np.zeros(200)  # dead gradients: exact zeros, off any log scale
@@ -561,3 +565,25 @@ def test_chinese_renders_with_real_glyphs_in_a_font_stack_for_every_system(tenso
         tab.frame.locator(".worst-message").first.hover()
         tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
         assert tip.startswith("英文原文")
+
+
+def test_step_time_sits_next_to_the_loss_with_the_jobs_other_ranks(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "exp/rank_0")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='throughput']`)?.dataset.state === 'ready'")
+    pace = chart(tab, "throughput")
+    assert pace["overlays"] == "1"  # rank_1's step time beside this rank's
+    assert tab.eval("w => w.document.querySelector(`[data-chart='throughput'] .card-title`).textContent") == "Step time (ms)"
+    legend = tab.eval("w => [...w.document.querySelectorAll(`[data-chart='throughput'] .u-legend .u-label`)].map(l => l.textContent)")
+    assert "exp/rank_1" in legend
+    tops = tab.eval(
+        "w => ['loss', 'throughput'].map(id => Math.round(w.document.querySelector(`[data-chart='${id}']`).getBoundingClientRect().top))"
+    )
+    assert tops[0] == tops[1]  # one row: loss and step time side by side
+    # a run outside any job: its step time alone, no rank lines
+    tab.frame.locator("select.run-menu").select_option("spiky")
+    tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'spiky'")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='throughput']`)?.dataset.state === 'ready'")
+    assert chart(tab, "throughput")["overlays"] == "0"
+    assert page.errors == []

@@ -88,7 +88,7 @@ export class App {
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
       this.overview.update(this.runs);
-      this.runView.setRunNames(this.runs.map((r) => r.run));
+      this.runView.setRuns(this.runs);
       await this.showActiveView();
     } catch (error) {
       this.errorBanner.hidden = false;

@@ -36,6 +36,8 @@ export interface EnvelopeOptions {
   /** A series of window maxima (our hooks' `train/loss_max`): every step's worst value between
    * two logged points, drawn dashed over the envelope so a one-step spike shows on the chart. */
   peakTag?: string;
+  /** Other runs' series of the same signal (a job's other ranks), drawn as thin lines. */
+  overlays?: {run: string; tag: string; color: string}[];
 }
 
 const NONFINITE_COLOR = '#d93025';
@@ -143,7 +145,7 @@ export class EnvelopeChart implements GroupMember {
   private plotLog: boolean | null = null;
   private inflight: AbortController | null = null;
   private nonfinite: number[] = [];
-  private last: {data: SeriesResponse; peak: SeriesResponse | null} | null = null;
+  private last: {data: SeriesResponse; peak: SeriesResponse | null; others: (SeriesResponse | null)[]} | null = null;
   private drawn: (number | null)[][] = [];
   private readonly resize: ResizeObserver;
   private readonly scaleLabel = el('span', {class: 'scale-label'});
@@ -185,7 +187,7 @@ export class EnvelopeChart implements GroupMember {
   rebuild(): void {
     this.plot?.destroy();
     this.plot = null;
-    if (this.last) this.show(this.last.data, this.last.peak);
+    if (this.last) this.show(this.last.data, this.last.peak, this.last.others);
   }
 
   async reload(): Promise<void> {
@@ -197,12 +199,13 @@ export class EnvelopeChart implements GroupMember {
     try {
       const width = plotWidth(this.card.body);
       const zoom = this.group.requestRange();
-      const [data, peak] = await Promise.all([
+      const [data, peak, ...others] = await Promise.all([
         api.series(this.options.run, this.options.tag, width, zoom, controller.signal),
-        this.options.peakTag ? this.peakSeries(this.options.peakTag, width, zoom, controller.signal) : null,
+        this.options.peakTag ? this.optionalSeries(this.options.run, this.options.peakTag, width, zoom, controller.signal) : null,
+        ...(this.options.overlays ?? []).map((o) => this.optionalSeries(o.run, o.tag, width, zoom, controller.signal)),
       ]);
       if (controller.signal.aborted) return;
-      this.show(data, peak);
+      this.show(data as SeriesResponse, peak, others);
     } catch (error) {
       if (isAbort(error)) return;
       this.plot?.destroy();
@@ -215,17 +218,17 @@ export class EnvelopeChart implements GroupMember {
   }
 
   /** The window maxima, or none when they cannot be had: the chart still shows the series. */
-  private async peakSeries(tag: string, width: number, zoom: Range | null, signal: AbortSignal): Promise<SeriesResponse | null> {
+  private async optionalSeries(run: string, tag: string, width: number, zoom: Range | null, signal: AbortSignal): Promise<SeriesResponse | null> {
     try {
-      return await api.series(this.options.run, tag, width, zoom, signal);
+      return await api.series(run, tag, width, zoom, signal);
     } catch (error) {
       if (isAbort(error)) throw error;
       return null;
     }
   }
 
-  private show(data: SeriesResponse, peak: SeriesResponse | null = null): void {
-    this.last = {data, peak};
+  private show(data: SeriesResponse, peak: SeriesResponse | null = null, others: (SeriesResponse | null)[] = []): void {
+    this.last = {data, peak, others};
     // a plan's log (gradient norms, loss scale) is its default; an explicit choice wins
     const log = settings.yScale === 'auto' && this.options.log !== undefined ? this.options.log : useLog([data.min, data.max, peak?.max ?? []]);
     bindText(this.scaleLabel, log ? 'scaleLog' : 'scaleLinear');
@@ -238,6 +241,12 @@ export class EnvelopeChart implements GroupMember {
       const peaks: uPlot.AlignedData = peak ? [peak.steps, fix(peak.max)] : [[], []];
       table = uPlot.join([table, peaks]);
     }
+    if (this.options.overlays?.length) {
+      const perBucket = (r: SeriesResponse) => (r.steps.length ? r.total_points / r.steps.length : 1);
+      const lines = others.map((r) => (r ? ([r.steps, fix(smooth(r.mean, settings.smoothing, perBucket(r)))] as uPlot.AlignedData) : ([[], []] as uPlot.AlignedData)));
+      table = uPlot.join([table, ...lines]);
+    }
+    this.card.root.dataset.overlays = String(others.filter((r) => r && r.steps.length).length);
     const xs = (table[0] as number[]).map((s) => this.group.toX(s));
     table = [xs, ...table.slice(1)] as uPlot.AlignedData;
     // outliers are judged on the raw values: a smoothed spike decays over many points and
@@ -294,6 +303,7 @@ export class EnvelopeChart implements GroupMember {
         {label: t('max'), stroke: `${color}40`, width: 1, value},
         {label: t('smoothed'), stroke: color, width: 1.8, show: smoothing, value},
         ...(this.options.peakTag ? [{label: t('windowMax'), stroke: WINDOW_MAX_COLOR, width: 1, dash: [4, 3], value}] : []),
+        ...(this.options.overlays ?? []).map((o) => ({label: o.run, stroke: o.color, width: 1, spanGaps: true, value})),
       ],
       bands: [{series: [3, 2], fill: `${color}1c`}],
       hooks: {

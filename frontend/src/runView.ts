@@ -10,6 +10,7 @@ import {findingKey, renderFindings} from './findings';
 import {formatStep} from './format';
 import {GradientHeatmap} from './heatmap';
 import {SettingsBar} from './controls';
+import {runColor} from './colors';
 import {bindText, label, t} from './i18n';
 import {onSettings, settings} from './settings';
 import {onTheme} from './theme';
@@ -26,14 +27,16 @@ interface ChartPlan {
   markers?: boolean;
   optional?: boolean; // no "not logged" row when absent
   peakRole?: string; // a window-maximum series drawn over this one when logged
+  perRank?: boolean; // a job's other ranks drawn beside this run
 }
 
+// Step time (or throughput) sits next to the loss: a slow step or a slow rank explains a stalled run.
 const CHARTS: ChartPlan[] = [
-  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], peakRole: 'loss_max', color: '#1a73e8', height: 220, wide: true, markers: true},
+  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], peakRole: 'loss_max', color: '#1a73e8', height: 220, markers: true},
+  {id: 'throughput', titleKey: 'chartThroughput', roles: ['step_time_ms', 'step_time_s', 'throughput'], color: '#12858a', height: 220, markers: true, perRank: true},
   {id: 'lr', titleKey: 'chartLr', roles: ['lr'], color: '#188038', markers: true},
   {id: 'grad_norm', titleKey: 'chartGradNorm', roles: ['grad_norm'], color: '#a142f4', log: true, markers: true},
   {id: 'loss_scale', titleKey: 'chartLossScale', roles: ['loss_scale'], color: '#e37400', log: true},
-  {id: 'throughput', titleKey: 'chartThroughput', roles: ['throughput', 'step_time_ms', 'step_time_s'], color: '#12858a'},
   {id: 'eval_loss', titleKey: 'chartEvalLoss', roles: ['eval_loss'], color: '#c5221f', markers: true, optional: true},
 ];
 
@@ -68,7 +71,7 @@ export class RunView {
   private summary: RunSummary | null = null;
   private loading: AbortController | null = null;
 
-  private allRuns: string[] = [];
+  private allRuns: RunSummary[] = [];
 
   /** `switchRun` opens another run from the header's run menu. */
   constructor(private readonly switchRun: (run: string) => void = () => undefined) {
@@ -110,9 +113,20 @@ export class RunView {
     }
   }
 
-  /** Every run's name, for the header's run menu. */
-  setRunNames(runs: string[]): void {
+  /** Every run, for the header's run menu and a job's other ranks. */
+  setRuns(runs: RunSummary[]): void {
     this.allRuns = runs;
+  }
+
+  /** The other ranks of this run's job that log `role`, as thin lines beside it. */
+  private rankOverlays(run: string, role: string): {run: string; tag: string; color: string}[] {
+    const job = this.allRuns.find((r) => r.run === run)?.job;
+    if (!job) return [];
+    const ranks = this.allRuns.filter((r) => r.job === job);
+    if (ranks.length < 2) return [];
+    return ranks
+      .map((r, i) => ({run: r.run, tag: r.signals?.[role] ?? '', color: runColor(r.run, i)}))
+      .filter((o) => o.run !== run && o.tag);
   }
 
   currentRun(): string | null {
@@ -210,7 +224,7 @@ export class RunView {
     this.charts = [];
     for (const plan of CHARTS) {
       const role = plan.roles.find((r) => signals[r]);
-      const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? 'chartStepTime' : plan.titleKey;
+      const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? (role === 'step_time_s' ? 'chartStepTimeS' : 'chartStepTime') : plan.titleKey;
       const tag = role ? signals[role] : '';
       if (!tag && plan.optional) continue;
       if (!tag) {
@@ -231,19 +245,26 @@ export class RunView {
           wide: plan.wide,
           markers: plan.markers ? () => this.markers() : undefined,
           peakTag: plan.peakRole ? signals[plan.peakRole] : undefined,
+          overlays: plan.perRank && role ? this.rankOverlays(run, role) : undefined,
         },
         group,
       );
       this.charts.push(chart);
       this.grid.append(chart.card.root);
-      // the heatmap comes right under the loss: vanishing or exploding gradients explain most loss trouble
-      if (plan.id === 'loss') this.grid.append(new GradientHeatmap(run, group).card.root);
     }
-    if (!this.charts.some((c) => c.card.root.dataset.chart === 'loss')) {
-      this.grid.prepend(new GradientHeatmap(run, group).card.root);
-    }
+    // the heatmap comes right under the loss and step time: vanishing or exploding gradients
+    // explain most loss trouble
+    const heatmap = new GradientHeatmap(run, group).card.root;
+    const drawn = (id: string) => this.charts.find((c) => c.card.root.dataset.chart === id)?.card.root;
+    const [loss, pace] = [drawn('loss'), drawn('throughput')];
+    // the loss takes the whole first row when there is no step time to put beside it
+    if (loss && !pace) loss.classList.add('wide');
+    if (pace && !loss) pace.classList.add('wide');
+    const after = pace ?? loss;
+    if (after) after.after(heatmap);
+    else this.grid.prepend(heatmap);
     // half-width charts come in pairs; a last one alone takes the whole row instead of leaving a hole
-    const halves = this.charts.filter((c) => !c.card.root.classList.contains('wide'));
+    const halves = this.charts.filter((c) => !c.card.root.classList.contains('wide') && !['loss', 'throughput'].includes(c.card.root.dataset.chart ?? ''));
     if (halves.length % 2 === 1) halves[halves.length - 1].card.root.classList.add('wide');
   }
 
@@ -252,7 +273,8 @@ export class RunView {
     bindText(this.resetButton, 'resetZoom'); // it may have been detached while the language changed
     const signals = Object.keys(summary.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role)}));
     const menu = el('select', {class: 'input run-menu', title: t('run'), attrs: {'aria-label': t('run')}});
-    for (const run of this.allRuns.includes(summary.run) ? this.allRuns : [summary.run, ...this.allRuns]) {
+    const names = this.allRuns.map((r) => r.run);
+    for (const run of names.includes(summary.run) ? names : [summary.run, ...names]) {
       menu.append(el('option', {text: run, attrs: {value: run}}));
     }
     menu.value = summary.run;
