@@ -28,6 +28,10 @@ XSS_TAG = "<b>bold</b>.layers.1.w"
 STEPS = 3000
 SPIKE_STEP = 1500
 LAYERS = 8
+LONG_LAYERS = [
+    "model.backbone.embedding.word_embeddings.embedding_table",
+    "model.backbone.encoder.layers.11.self_attention.query_key_value.weight",
+]
 
 
 def write_logs(root) -> None:
@@ -64,6 +68,14 @@ def write_logs(root) -> None:
         {"train/loss": (steps[:200], np.ones(200)), "train/grad_norm": (steps[:200], dead), "grad_norm/layers.0.w": (steps[:200], dead)},
     )
     write_scalars(root / "single", {"loss": ([5], [1.0]), "lr": ([5], [0.1])})
+    write_scalars(
+        root / "longnames",
+        {
+            "loss": (steps[:100], loss[:100]),
+            f"grad_norm/{LONG_LAYERS[0]}": (steps[:100], np.full(100, 0.5)),
+            f"grad_norm/{LONG_LAYERS[1]}": (steps[:100], np.full(100, 2.0)),
+        },
+    )
     # As our hooks log it: the loss every 10 steps, and the window maximum that holds the one
     # step in between whose loss jumped.
     window_max = loss[9::10] * 1.05
@@ -586,4 +598,50 @@ def test_step_time_sits_next_to_the_loss_with_the_jobs_other_ranks(tensorboard, 
     tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'spiky'")
     tab.wait_until("w => w.document.querySelector(`[data-chart='throughput']`)?.dataset.state === 'ready'")
     assert chart(tab, "throughput")["overlays"] == "0"
+    assert page.errors == []
+
+
+def label_ink(tab: HealthTab) -> tuple[int, int]:
+    """(first, last) heatmap canvas column with ink left of the cells: the layer names."""
+    return tab.eval(
+        """w => {
+          const canvas = w.document.querySelector(`[data-chart='heatmap'] canvas`);
+          const over = w.document.querySelector(`[data-chart='heatmap'] .u-over`);
+          const ratio = canvas.width / canvas.getBoundingClientRect().width;
+          const left = Math.floor((over.getBoundingClientRect().left - canvas.getBoundingClientRect().left) * ratio) - 2;
+          const pixels = canvas.getContext('2d').getImageData(0, 0, left, canvas.height).data;
+          let first = -1, last = -1;
+          for (let x = 0; x < left; x++) for (let y = 0; y < canvas.height; y++) {
+            if (pixels[(y * left + x) * 4 + 3] > 40) { if (first < 0) first = x; last = x; break; }
+          }
+          return [Math.round(first / ratio), Math.round(last / ratio)];
+        }"""
+    )
+
+
+def test_heatmap_layer_names_fit_show_in_full_on_hover_and_their_column_resizes(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "longnames")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready'")
+    first, last = label_ink(tab)
+    assert first > 0, "a layer name is clipped at the left edge"
+    width = int(chart(tab, "heatmap")["labelWidth"])
+    # hovering a name shows it in full
+    labels = tab.frame.locator("[data-chart='heatmap'] .heatmap-labels")
+    box = labels.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.25)
+    tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
+    assert tip == LONG_LAYERS[0]
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.75)
+    tab.wait_until("(w, name) => w.document.querySelector('.tb-tooltip').textContent === name", LONG_LAYERS[1])
+    # drag the column edge wider: the names get more room
+    handle = tab.frame.locator("[data-chart='heatmap'] .heatmap-label-handle").bounding_box()
+    page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + 10)
+    page.mouse.down()
+    page.mouse.move(handle["x"] + 150, handle["y"] + 10, steps=5)
+    page.mouse.up()
+    tab.wait_until("(w, before) => Number(w.document.querySelector(`[data-chart='heatmap']`).dataset.labelWidth) > before + 100", width)
+    wider_first, wider_last = label_ink(tab)
+    assert wider_first > 0 and wider_last - wider_first > last - first + 50
     assert page.errors == []

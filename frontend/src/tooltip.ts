@@ -16,6 +16,11 @@ function element(): HTMLElement {
   return tip;
 }
 
+/** Shows (or moves) the tooltip for `target` now, e.g. after its text changed under the pointer. */
+export function showTip(target: HTMLElement): void {
+  show(target);
+}
+
 function show(target: HTMLElement): void {
   const text = target.dataset.tip;
   if (!text) return;
