@@ -68,6 +68,7 @@ def write_logs(root) -> None:
         {"train/loss": (steps[:200], np.ones(200)), "train/grad_norm": (steps[:200], dead), "grad_norm/layers.0.w": (steps[:200], dead)},
     )
     write_scalars(root / "single", {"loss": ([5], [1.0]), "lr": ([5], [0.1])})
+    write_mindspore_summary(root / "ms_run", steps[:200], loss[:200])
     write_scalars(
         root / "longnames",
         {
@@ -81,6 +82,24 @@ def write_logs(root) -> None:
     window_max = loss[9::10] * 1.05
     window_max[SPIKE_STEP // 10] = 40.0
     write_scalars(root / "windowed", {"train/loss": (steps[9::10], loss[9::10]), "train/loss_max": (steps[9::10], window_max)})
+
+
+def write_mindspore_summary(run_dir, steps, losses) -> None:
+    """A MindSpore summary file (`SummaryRecord`'s name and framing; `loss/auto` as SummaryCollector tags it)."""
+    from tb_health_plugin.readers.records import masked_crc
+    from tb_health_plugin.readers.schema import MsEvent
+
+    def frame(payload: bytes) -> bytes:
+        header = len(payload).to_bytes(8, "little")
+        return header + masked_crc(header).to_bytes(4, "little") + payload + masked_crc(payload).to_bytes(4, "little")
+
+    events = [MsEvent(wall_time=WALL_TIME_START, version="MindSpore.Event:1")]
+    for step, value in zip(steps.tolist(), losses.tolist(), strict=True):
+        event = MsEvent(wall_time=WALL_TIME_START + step, step=step)
+        event.summary.value.add(tag="loss/auto").scalar_value = value
+        events.append(event)
+    run_dir.mkdir(parents=True)
+    (run_dir / "events.out.events.summary.1767000000.0.host_MS").write_bytes(b"".join(frame(e.SerializeToString()) for e in events))
 
 
 def append_scalars(run_dir, tag: str, steps, values) -> None:
@@ -645,3 +664,17 @@ def test_heatmap_layer_names_fit_show_in_full_on_hover_and_their_column_resizes(
     wider_first, wider_last = label_ink(tab)
     assert wider_first > 0 and wider_last - wider_first > last - first + 50
     assert page.errors == []
+
+
+def test_runs_read_from_mindspore_summaries_suggest_tb_health_convert(tensorboard, logdir, page):
+    runs = {r["run"]: r for r in get_json(tensorboard + "/data/plugin/health/runs")["runs"]}
+    assert runs["ms_run"]["source"] == "mindspore" and runs["spiky"]["source"] == "tfevents"
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    hint = tab.wait_until("w => { const h = w.document.querySelector('.overview .convert-hint'); return h && !h.hidden && h.innerText; }")
+    assert f"tb-health convert {logdir}" in hint and "1 run(s)" in hint
+    open_run(tab, "ms_run")
+    assert "tb-health convert" in tab.eval("w => w.document.querySelector('.run-view .convert-hint').innerText")
+    tab.frame.locator("select.run-menu").select_option("spiky")
+    tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'spiky'")
+    assert tab.eval("w => w.document.querySelector('.run-view .convert-hint').hidden")

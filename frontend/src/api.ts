@@ -25,6 +25,8 @@ export interface RunSummary {
   steps: {first: number; last: number} | null;
   last_update: number | null;
   signals: Record<string, string>;
+  /** `mindspore` when read from MindSpore summary files, which TensorBoard's Scalars tab cannot show. */
+  source?: 'tfevents' | 'mindspore' | null;
 }
 
 export interface RunsResponse {

@@ -87,8 +87,9 @@ export class App {
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
-      this.overview.update(this.runs);
+      this.overview.update(this.runs, response.logdir);
       this.runView.setRuns(this.runs);
+      this.runView.logdir = response.logdir;
       await this.showActiveView();
     } catch (error) {
       this.errorBanner.hidden = false;

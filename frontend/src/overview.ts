@@ -95,6 +95,25 @@ function worstText(worst: NonNullable<RunSummary['worst']>): {text: string; tip:
   return {text: zh || worst.message, tip: `${t('originalMessage')}: ${worst.message}`};
 }
 
+/** Shell quoting for a path in the suggested command. */
+function quoted(path: string): string {
+  return /^[\w./:-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The hint for runs read from MindSpore summaries: TensorBoard's own tabs need them converted. */
+export function convertHint(runs: number, logdir: string): HTMLElement[] {
+  const source = logdir || '<logdir>';
+  const target = logdir ? `${logdir.replace(/\/+$/, '')}_tensorboard` : '<output>';
+  const command = `tb-health convert ${quoted(source)} ${quoted(target)}`;
+  const copy = el('button', {class: 'btn', attrs: {type: 'button'}, text: t('copy')});
+  copy.addEventListener('click', () => {
+    void navigator.clipboard?.writeText(command).then(() => {
+      copy.textContent = t('copied');
+    });
+  });
+  return [el('span', {text: t('convertHint', {n: runs})}), el('code', {class: 'command', text: command}), copy];
+}
+
 export class Overview {
   readonly root: HTMLElement;
   private runs: RunSummary[] = [];
@@ -105,6 +124,7 @@ export class Overview {
   private readonly nameInput = el('input', {class: 'input name-filter', attrs: {type: 'search'}});
   private readonly compareButton = el('button', {class: 'btn primary', attrs: {type: 'button'}});
   private readonly message = el('p', {class: 'empty'});
+  private readonly convertHint = el('div', {class: 'convert-hint', attrs: {hidden: ''}});
   private readonly headCells = new Map<SortKey, HTMLElement>();
 
   constructor(
@@ -136,6 +156,7 @@ export class Overview {
     ]);
     this.root = el('div', {class: 'overview'}, [
       el('div', {class: 'toolbar'}, [this.nameInput, this.statusSelect, this.kindSelect, el('span', {class: 'spacer'}), this.compareButton]),
+      this.convertHint,
       el('table', {class: 'runs-table'}, [el('thead', {}, [head]), this.tbody]),
       this.message,
     ]);
@@ -162,7 +183,11 @@ export class Overview {
     return cell;
   }
 
-  update(runs: RunSummary[]): void {
+  /** The logdir, for the `tb-health convert` command line. */
+  logdir = '';
+
+  update(runs: RunSummary[], logdir = ''): void {
+    this.logdir = logdir;
     this.runs = runs;
     this.loaded = true;
     const known = new Set(runs.map((r) => r.run));
@@ -237,6 +262,9 @@ export class Overview {
       if (!collapsed) for (const member of entry.members) rows.push(this.runRow(member, true));
     }
     this.tbody.replaceChildren(...rows);
+    const mindspore = this.runs.filter((r) => r.source === 'mindspore').length;
+    this.convertHint.hidden = mindspore === 0;
+    if (mindspore) this.convertHint.replaceChildren(...convertHint(mindspore, this.logdir));
     const n = this.state.compare.size;
     bindText(this.compareButton, 'compareSelected', {n});
     this.compareButton.disabled = n < 2;

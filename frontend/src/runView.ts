@@ -9,6 +9,7 @@ import {el} from './dom';
 import {findingKey, renderFindings} from './findings';
 import {formatStep} from './format';
 import {GradientHeatmap} from './heatmap';
+import {convertHint} from './overview';
 import {SettingsBar} from './controls';
 import {runColor} from './colors';
 import {bindText, label, t} from './i18n';
@@ -62,6 +63,9 @@ export class RunView {
   private readonly grid = el('div', {class: 'chart-grid'});
   private readonly resetButton: HTMLButtonElement;
   private readonly settingsBar = new SettingsBar();
+  private readonly convertNote = el('div', {class: 'convert-hint', attrs: {hidden: ''}});
+  /** The logdir, for the `tb-health convert` command line. */
+  logdir = '';
   private group: ChartGroup | null = null;
   private charts: EnvelopeChart[] = [];
   private run: string | null = null;
@@ -83,7 +87,7 @@ export class RunView {
       this.header,
       el('div', {class: 'run-body'}, [
         el('aside', {class: 'findings-aside'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), this.findingsPane]),
-        el('div', {class: 'charts-pane'}, [this.settingsBar.root, this.grid]),
+        el('div', {class: 'charts-pane'}, [this.convertNote, this.settingsBar.root, this.grid]),
       ]),
     ]);
     onSettings((changed) => void this.settingsChanged(changed));
@@ -279,6 +283,8 @@ export class RunView {
     }
     menu.value = summary.run;
     menu.addEventListener('change', () => this.switchRun(menu.value));
+    this.convertNote.hidden = summary.source !== 'mindspore';
+    if (summary.source === 'mindspore') this.convertNote.replaceChildren(...convertHint(1, this.logdir));
     this.header.replaceChildren(
       el('h2', {class: 'run-title', text: summary.run, title: summary.run}),
       menu,
