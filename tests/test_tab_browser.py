@@ -162,7 +162,8 @@ def chart(tab: HealthTab, name: str) -> dict:
 def test_overview_lists_every_run_as_tensorboard_names_it(tensorboard, page):
     tab = HealthTab(page, tensorboard).open()
     runs = overview_runs(tab)
-    assert sorted(runs) == sorted(get_json(tensorboard + "/data/runs"))
+    # every run TensorBoard lists, plus the MindSpore summary run its own reader cannot see
+    assert sorted(runs) == sorted([*get_json(tensorboard + "/data/runs"), "ms_run"])
     assert XSS_RUN in runs
     job = tab.eval("w => w.document.querySelector('tr.job-row').dataset.job")
     assert job == "exp"
@@ -325,7 +326,7 @@ def test_overview_sorts_and_filters(tensorboard, page):
     )
     tab.frame.locator("th[data-sort='last_step']").click()  # descending first
     steps = tab.eval(top_level_last_steps)
-    assert steps == sorted(steps, reverse=True) and len(steps) == 7  # 6 runs and the job
+    assert steps == sorted(steps, reverse=True) and len(steps) == 9  # 8 runs and the job
     tab.frame.locator("th[data-sort='last_step']").click()
     assert tab.eval(top_level_last_steps) == sorted(steps)
     tab.frame.locator("th[data-sort='status']").click()
@@ -678,3 +679,69 @@ def test_runs_read_from_mindspore_summaries_suggest_tb_health_convert(tensorboar
     tab.frame.locator("select.run-menu").select_option("spiky")
     tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'spiky'")
     assert tab.eval("w => w.document.querySelector('.run-view .convert-hint').hidden")
+
+
+TB_PALETTE = ["#425066", "#12b5cb", "#e52592", "#f9ab00", "#9334e6", "#7cb342", "#e8710a"]
+
+
+def hex_of(rgb: str) -> str:
+    r, g, b = (int(float(p)) for p in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def test_tensorboards_run_colours_links_keyboard_and_downloads(tensorboard, page, tmp_path):
+    import csv
+    import json
+
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    # keyboard: arrows walk the runs
+    tab.frame.locator("a.run-link").first.focus()
+    first = tab.eval("w => w.document.activeElement.textContent")
+    tab.frame.locator("a.run-link").first.press("ArrowDown")
+    assert tab.eval("w => w.document.activeElement.textContent") != first
+    # the compare view colours each run as TensorBoard does (its palette, in its run order)
+    order = get_json(tensorboard + "/data/runs")
+    for run in ("spiky", "exp/rank_0"):
+        tab.frame.locator(f"tr.run-row[data-run='{run}'] input[type=checkbox]").check()
+    tab.frame.locator("button.primary").click()
+    tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'")
+    for run in ("spiky", "exp/rank_0"):
+        swatch = tab.eval("(w, run) => w.getComputedStyle(w.document.querySelector(`.compare-table tr[data-run='${run}'] .swatch`)).backgroundColor", run)
+        assert hex_of(swatch) == TB_PALETTE[order.index(run) % len(TB_PALETTE)], run
+    # findings download as CSV and JSON
+    tab.frame.locator(".run-picker button.pick[data-run='spiky']").click()
+    tab.frame.locator("button.tab[data-view='overview']").click()
+    open_run(tab, "spiky")
+    tab.wait_until("w => w.document.querySelectorAll('li.finding').length > 0")
+    shown = tab.eval("w => [...w.document.querySelectorAll('li.finding')].map(f => f.dataset.kind)")
+    with page.expect_download() as csv_download:
+        tab.frame.locator("button[data-download='csv']").click()
+    path = tmp_path / csv_download.value.suggested_filename
+    csv_download.value.save_as(path)
+    rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
+    assert [r["kind"] for r in rows] == shown and all(r["run"] == "spiky" for r in rows)
+    assert json.loads(next(r for r in rows if r["kind"] == "loss_spike")["evidence"])["peak_step"] >= SPIKE_STEP - 2
+    with page.expect_download() as json_download:
+        tab.frame.locator("button[data-download='json']").click()
+    path = tmp_path / json_download.value.suggested_filename
+    json_download.value.save_as(path)
+    assert [f["kind"] for f in json.loads(path.read_text())["findings"]] == shown
+    # keyboard: arrows walk the findings and zoom to each; Esc leaves the zoom
+    tab.frame.locator("li.finding").first.focus()
+    tab.frame.locator("li.finding").first.press("ArrowDown")
+    tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom")
+    assert tab.eval("w => w.document.activeElement.dataset.key") == tab.eval("w => w.document.querySelectorAll('li.finding')[1].dataset.key")
+    tab.frame.locator("li.finding.active").press("Escape")
+    tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom === ''")
+    # each chart links to the same run and tag in TensorBoard's Time Series tab
+    href = tab.eval("w => w.document.querySelector(`[data-chart='loss'] a.tb-link`).href")
+    assert "#timeseries" in href and "runFilter=%5Espiky%24" in href and "tagFilter=%5Etrain%2Floss%24" in href
+    scalars = tab.eval("w => w.document.querySelector(`li.finding a.tb-link`).href")
+    assert "#scalars&tagFilter=" in scalars and "regexInput=%5Espiky%24" in scalars
+    tab.frame.locator("[data-chart='loss'] a.tb-link").click()
+    page.wait_for_url("**#timeseries", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('input')].some(i => i.value === '^train/loss$')", timeout=30_000
+    )
+    assert page.errors == []

@@ -121,6 +121,8 @@ function rangeParams(range?: Range | null): {start?: number; end?: number} {
 }
 
 export const api = {
+  /** TensorBoard's own run list, in its order (for its run colours). */
+  tensorboardRuns: (signal?: AbortSignal) => getJson<string[]>('../../runs', {}, signal),
   runs: (signal?: AbortSignal) => getJson<RunsResponse>('runs', {}, signal),
   report: (run: string, signal?: AbortSignal) => getJson<ReportResponse>('report', {run}, signal),
   tags: (run: string, signal?: AbortSignal) => getJson<TagsResponse>('tags', {run}, signal),

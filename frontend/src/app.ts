@@ -3,6 +3,7 @@
 // without rebuilding them, so selection, zoom and scroll survive every refresh.
 
 import {api, type RunSummary} from './api';
+import {setTensorBoardRuns} from './colors';
 import {CompareView} from './compare';
 import {el} from './dom';
 import {bindText, lang, relabel, relativeAge, setLang, t, type Lang} from './i18n';
@@ -12,7 +13,7 @@ import {RunView} from './runView';
 import {loadState, saveState, type AppState, type View} from './state';
 import {listenToHostReloads} from './tbHost';
 import {followTheme} from './theme';
-import {installTooltips} from './tooltip';
+import {installTooltips, setTip} from './tooltip';
 
 const POLL_INTERVAL_MS = 5000;
 
@@ -58,7 +59,9 @@ export class App {
       this.langButtons.set(code, button);
       langSwitch.append(button);
     }
-    const reload = el('button', {class: 'btn icon', text: '⟳', title: 'refresh', attrs: {type: 'button'}, on: {click: () => void this.poller.now()}});
+    const reload = el('button', {class: 'btn icon reload', text: '⟳', attrs: {type: 'button'}, on: {click: () => void this.poller.now()}});
+    setTip(reload, t('refresh'));
+    reload.setAttribute('aria-label', t('refresh'));
     this.main.append(this.overview.root, this.runView.root, this.compare.root);
     this.host.replaceChildren(
       el('div', {class: 'health-app'}, [
@@ -83,7 +86,8 @@ export class App {
 
   private async refresh(): Promise<void> {
     try {
-      const response = await api.runs();
+      const [response, tbRuns] = await Promise.all([api.runs(), api.tensorboardRuns().catch(() => [] as string[])]);
+      setTensorBoardRuns(tbRuns);
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
@@ -148,6 +152,11 @@ export class App {
     this.compare.relabel();
     this.updateLangButtons();
     this.renderRefreshState();
+    const reload = this.host.querySelector<HTMLElement>('button.reload');
+    if (reload) {
+      setTip(reload, t('refresh'));
+      reload.setAttribute('aria-label', t('refresh'));
+    }
   }
 
   private updateLangButtons(): void {

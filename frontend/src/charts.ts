@@ -14,6 +14,8 @@ import {bindText, t} from './i18n';
 import {axisSize, smooth, useLog, yRange} from './scaling';
 import {settings} from './settings';
 import {cssColor} from './theme';
+import {timeSeriesUrl} from './tbLinks';
+import {setTip} from './tooltip';
 import {formatX} from './xaxis';
 
 export interface Marker {
@@ -155,7 +157,8 @@ export class EnvelopeChart implements GroupMember {
     private readonly group: ChartGroup,
   ) {
     this.card = chartCard(options.id, options.titleKey, options.tag, options.wide);
-    this.card.root.querySelector('header')?.append(this.scaleLabel);
+    const link = el('a', {class: 'tb-link', text: '↗', attrs: {href: timeSeriesUrl(options.run, options.tag), target: '_top'}});
+    this.card.root.querySelector('header')?.append(this.scaleLabel, setTip(link, t('openTimeSeries')));
     this.resize = new ResizeObserver(() => {
       if (this.plot) this.plot.setSize({width: this.card.body.clientWidth, height: this.height()});
     });

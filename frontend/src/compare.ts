@@ -251,7 +251,7 @@ export class CompareView {
       }
       this.group.rebuildAll();
     });
-    onTheme(() => this.group.redrawAll());
+    onTheme(() => this.group.rebuildAll()); // run colours have a dark variant
   }
 
   private stepExtent(): Range | null {

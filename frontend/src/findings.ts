@@ -7,6 +7,7 @@ import {evidenceBlock} from './evidence';
 import {formatStep} from './format';
 import {findingTextZh} from './findingsZh';
 import {bindText, label, lang, t} from './i18n';
+import {scalarsUrl} from './tbLinks';
 
 export function findingKey(finding: Finding): string {
   return `${finding.kind}@${finding.step}:${finding.tag}`;
@@ -58,6 +59,7 @@ export function renderFindings(
   findings: Finding[],
   activeKey: string | null,
   onSelect: (finding: Finding) => void,
+  run: string | null = null,
 ): void {
   const scroll = container.scrollTop;
   if (!findings.length) {
@@ -87,7 +89,19 @@ export function renderFindings(
           el('span', {class: 'finding-steps', text: stepText(finding)}),
         ]),
         ...(lang() === 'zh' ? chineseBody(finding) : [el('p', {class: 'finding-message', text: finding.message}), causeLine(finding)]),
-        finding.tag ? el('div', {class: 'finding-tag', text: finding.tag}) : null,
+        finding.tag
+          ? el('div', {class: 'finding-tag'}, [
+              el('span', {text: finding.tag}),
+              run
+                ? el('a', {
+                    class: 'tb-link',
+                    text: `${t('scalars')} ↗`,
+                    attrs: {href: scalarsUrl(run, finding.tag), target: '_top'},
+                    on: {click: (event) => event.stopPropagation()},
+                  })
+                : null,
+            ])
+          : null,
         finding.evidence ? evidenceBlock(finding.evidence) : null,
         advice && lang() !== 'zh' ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}: `}), advice]) : null,
       ],

@@ -145,6 +145,15 @@ export class Overview {
       this.renderRows();
     });
     this.compareButton.addEventListener('click', () => actions.openCompare());
+    // keyboard: arrows walk the runs (their links), Enter opens one
+    this.tbody.addEventListener('keydown', (event) => {
+      if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') return;
+      const links = [...this.tbody.querySelectorAll<HTMLElement>('a.run-link, tr.job-row button.toggle')];
+      const current = links.findIndex((link) => link === document.activeElement);
+      if (current < 0) return;
+      event.preventDefault();
+      links[Math.max(0, Math.min(links.length - 1, current + (event.key === 'ArrowDown' ? 1 : -1)))].focus();
+    });
     const head = el('tr', {}, [
       el('th', {class: 'col-check'}),
       this.sortHeader('run', 'colRun'),

@@ -10,6 +10,8 @@ import {findingKey, renderFindings} from './findings';
 import {formatStep} from './format';
 import {GradientHeatmap} from './heatmap';
 import {convertHint} from './overview';
+import {download, fileName, findingsCsv, findingsJson} from './download';
+import {setTip} from './tooltip';
 import {SettingsBar} from './controls';
 import {runColor} from './colors';
 import {bindText, label, t} from './i18n';
@@ -86,12 +88,52 @@ export class RunView {
     this.root = el('div', {class: 'run-view'}, [
       this.header,
       el('div', {class: 'run-body'}, [
-        el('aside', {class: 'findings-aside'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), this.findingsPane]),
+        el('aside', {class: 'findings-aside'}, [
+          el('div', {class: 'pane-header'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), ...this.downloadButtons()]),
+          this.findingsPane,
+        ]),
         el('div', {class: 'charts-pane'}, [this.convertNote, this.settingsBar.root, this.grid]),
       ]),
     ]);
     onSettings((changed) => void this.settingsChanged(changed));
+    // keyboard: arrows walk the findings (zooming to each), Esc leaves a zoom
+    this.findingsPane.addEventListener('keydown', (event) => this.findingsKey(event));
+    this.root.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape' && this.group?.zoom) {
+        event.preventDefault();
+        this.group.zoomTo(null);
+      }
+    });
     onTheme(() => this.group?.redrawAll());
+  }
+
+  private downloadButtons(): HTMLElement[] {
+    const button = (key: string, extension: string, type: string, write: (run: string, findings: Finding[]) => string) =>
+      setTip(
+        bindText(
+          el('button', {
+            class: 'btn small',
+            data: {download: extension},
+            attrs: {type: 'button'},
+            on: {click: () => this.run && download(fileName(this.run, extension), write(this.run, this.findings), type)},
+          }),
+          key,
+        ),
+        t('downloadHint'),
+      );
+    return [button('downloadCsv', 'csv', 'text/csv;charset=utf-8', findingsCsv), button('downloadJson', 'json', 'application/json', findingsJson)];
+  }
+
+  private findingsKey(event: KeyboardEvent): void {
+    if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') return;
+    const items = [...this.findingsPane.querySelectorAll<HTMLElement>('li.finding')];
+    if (!items.length) return;
+    event.preventDefault();
+    const current = items.findIndex((item) => item === document.activeElement || item.contains(document.activeElement));
+    const next = current < 0 ? 0 : Math.max(0, Math.min(items.length - 1, current + (event.key === 'ArrowDown' ? 1 : -1)));
+    const finding = this.findings.find((f) => findingKey(f) === items[next].dataset.key);
+    if (finding) this.focusFinding(finding);
+    this.findingsPane.querySelector<HTMLElement>(`li.finding[data-key="${CSS.escape(items[next].dataset.key ?? '')}"]`)?.focus();
   }
 
   private async settingsChanged(changed: string): Promise<void> {
@@ -209,7 +251,7 @@ export class RunView {
   }
 
   private renderFindingsList(): void {
-    renderFindings(this.findingsPane, this.findings, this.activeKey, (finding) => this.focusFinding(finding));
+    renderFindings(this.findingsPane, this.findings, this.activeKey, (finding) => this.focusFinding(finding), this.run);
   }
 
   focusFinding(finding: Finding): void {
