@@ -46,6 +46,9 @@ def tensorboard(tmp_path_factory):
     loss = 2.0 + 0.1 * rng.standard_normal(STEPS)
     loss[PEAK_STEP] = PEAK  # one overflowed step: on a linear axis the rest is a flat line at 0
     write_run(root / "peak", {"train/loss": (steps, loss)}, SECONDS_PER_STEP)
+    dip = loss.copy()
+    dip[PEAK_STEP] = -PEAK  # a reward-like signal: its longest tick label is '-1.5e+15'
+    write_run(root / "dip", {"train/loss": (steps, dip)})
     jump = np.where(steps < JUMP_STEP, 0.0, 1.0)  # a unit step: the smoothed curve is known exactly
     write_run(root / "jump", {"train/loss": (steps, jump + 5.0)})
     with running_tensorboard(root) as base:
@@ -148,6 +151,15 @@ def test_a_huge_peak_gets_a_log_axis_whose_labels_fit_and_linear_with_outliers_i
         assert float(loss["ymax"]) < 10
         assert float(loss["max"]) == pytest.approx(PEAK, rel=1e-6)  # the data still holds the peak
         tab.screenshot("chart-linear-outliers-ignored")
+        # the longest labels ('-1.5e+15') fit too
+        tab.frame.locator("select.run-menu").select_option("dip")
+        tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'dip'")
+        change_setting(tab, "ignoreOutliers", False)
+        first, _ = axis_ink_columns(tab)
+        assert first >= 6, "the '-1.5e+15' label is clipped or touches the edge"
+        tab.frame.locator("select.run-menu").select_option("peak")
+        tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'peak'")
+        change_setting(tab, "ignoreOutliers", True)
         # the choice is remembered (the reloaded tab comes back to the same run)
         tab.open()
         assert loss_ready(tab)["scale"] == "linear"
@@ -266,3 +278,26 @@ def test_opened_on_its_own_the_tab_follows_the_system_theme(tensorboard, browser
         page.goto(f"{tensorboard}/data/plugin_entry.html?name=health", wait_until="domcontentloaded")
         page.wait_for_selector("#tb-health .topbar")
         assert page.evaluate("() => document.documentElement.dataset.theme") == "light"
+
+
+def test_the_compare_view_has_the_same_scales_and_axes(tensorboard, browser):
+    with new_page(browser) as page:
+        tab = HealthTab(page, tensorboard).open()
+        tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length > 0")
+        for run in ("peak", "jump"):
+            tab.frame.locator(f"tr.run-row[data-run='{run}'] input[type=checkbox]").check()
+        tab.frame.locator("button.primary").click()
+        ready = "w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'"
+        tab.wait_until(ready)
+        card = "w => ({...w.document.querySelector(`[data-chart='compare-loss']`).dataset})"
+        assert tab.eval(card)["scale"] == "log"  # one run's 1.5e15 peak: log by default here too
+        tab.frame.locator(".compare-view [data-setting='ignoreOutliers']").set_checked(True)
+        tab.frame.locator(".compare-view [data-setting='yScale']").select_option("linear")
+        tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.scale === 'linear'")
+        tab.wait_until(ready)
+        assert float(tab.eval(card)["ymax"]) < 10  # the ordinary losses fill the chart
+        tab.frame.locator(".compare-view [data-setting='xAxis']").select_option("relative")
+        tab.wait_until("w => Number(w.document.querySelector(`[data-chart='compare-loss']`).dataset.xmax) > 700")
+        # each run on its own clock: 'peak' logs a step every 2.5 s, 'jump' every second
+        assert float(tab.eval(card)["xmax"]) == pytest.approx((STEPS - 1) * SECONDS_PER_STEP, abs=1)
+        assert page.evaluate("() => true")

@@ -53,7 +53,7 @@ export class App {
       this.tabs.set(view, button);
       nav.append(button);
     }
-    const langSwitch = el('div', {class: 'lang-switch', attrs: {role: 'group', 'aria-label': 'language'}});
+    const langSwitch = el('div', {class: 'lang-switch', attrs: {role: 'group', 'aria-label': 'Language / 语言'}});
     for (const [code, text] of [['en', 'EN'], ['zh', '中文']] as [Lang, string][]) {
       const button = el('button', {class: 'lang', text, data: {lang: code}, attrs: {type: 'button'}, on: {click: () => this.switchLang(code)}});
       this.langButtons.set(code, button);

@@ -149,6 +149,8 @@ export class EnvelopeChart implements GroupMember {
   private nonfinite: number[] = [];
   private last: {data: SeriesResponse; peak: SeriesResponse | null; others: (SeriesResponse | null)[]} | null = null;
   private drawn: (number | null)[][] = [];
+  /** A fetch is under way: a redraw of the old data (a zoom applied at once) is not "ready". */
+  private fetching = false;
   private readonly resize: ResizeObserver;
   private readonly scaleLabel = el('span', {class: 'scale-label'});
 
@@ -198,6 +200,7 @@ export class EnvelopeChart implements GroupMember {
     const controller = new AbortController();
     this.inflight = controller;
     this.ready = false;
+    this.fetching = true;
     this.card.root.dataset.state = 'loading';
     try {
       const width = plotWidth(this.card.body);
@@ -208,9 +211,11 @@ export class EnvelopeChart implements GroupMember {
         ...(this.options.overlays ?? []).map((o) => this.optionalSeries(o.run, o.tag, width, zoom, controller.signal)),
       ]);
       if (controller.signal.aborted) return;
+      this.fetching = false;
       this.show(data as SeriesResponse, peak, others);
     } catch (error) {
       if (isAbort(error)) return;
+      this.fetching = false;
       this.plot?.destroy();
       this.plot = null;
       const missing = error instanceof HttpError && error.status === 404;
@@ -319,6 +324,7 @@ export class EnvelopeChart implements GroupMember {
   private afterDraw(u: uPlot): void {
     drawMarkers(u, this.options.markers?.() ?? [], this.group);
     drawNonfinite(u, this.nonfinite, this.group);
+    if (this.fetching) return;
     if (this.card.root.dataset.state === 'loading') this.card.root.dataset.state = 'ready';
     if (!this.ready) {
       this.ready = true;

@@ -76,6 +76,7 @@ export class GradientHeatmap implements GroupMember {
   private readonly zeroKey = el('span', {class: 'ramp-label zero-key', attrs: {hidden: ''}}, [el('span', {class: 'zero-swatch'}), ' = 0']);
   private readonly resize: ResizeObserver;
   private labelWidth = savedLabelWidth();
+  private fetching = false;
   /** Over the layer labels: their full names on hover, and a handle to resize the column. */
   private readonly labelHover = el('div', {class: 'heatmap-labels'});
   private readonly labelHandle = el('div', {class: 'heatmap-label-handle', attrs: {role: 'separator', 'aria-orientation': 'vertical', tabindex: '0'}});
@@ -116,14 +117,17 @@ export class GradientHeatmap implements GroupMember {
     const controller = new AbortController();
     this.inflight = controller;
     this.ready = false;
+    this.fetching = true;
     this.card.root.dataset.state = 'loading';
     try {
       const width = Math.min(600, plotWidth(this.card.body));
       const data = await api.heatmap(this.run, width, this.group.requestRange(), controller.signal);
       if (controller.signal.aborted) return;
+      this.fetching = false;
       this.show(data);
     } catch (error) {
       if (isAbort(error)) return;
+      this.fetching = false;
       this.plot?.destroy();
       this.plot = null;
       const missing = error instanceof HttpError && error.status === 404;
@@ -309,6 +313,7 @@ export class GradientHeatmap implements GroupMember {
       ctx.restore();
     }
     this.placeOverlays();
+    if (this.fetching) return; // a redraw of the old cells while new ones load
     if (this.card.root.dataset.state === 'loading') this.card.setState('ready');
     if (!this.ready) {
       this.ready = true;

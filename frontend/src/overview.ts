@@ -119,8 +119,8 @@ export class Overview {
   private runs: RunSummary[] = [];
   private loaded = false;
   private readonly tbody = el('tbody');
-  private readonly statusSelect = el('select', {class: 'input', attrs: {'aria-label': 'status'}});
-  private readonly kindSelect = el('select', {class: 'input', attrs: {'aria-label': 'kind'}});
+  private readonly statusSelect = el('select', {class: 'input'});
+  private readonly kindSelect = el('select', {class: 'input'});
   private readonly nameInput = el('input', {class: 'input name-filter', attrs: {type: 'search'}});
   private readonly compareButton = el('button', {class: 'btn primary', attrs: {type: 'button'}});
   private readonly message = el('p', {class: 'empty'});
@@ -207,6 +207,9 @@ export class Overview {
 
   relabel(): void {
     this.nameInput.placeholder = t('filterName');
+    this.nameInput.setAttribute('aria-label', t('filterName'));
+    this.statusSelect.setAttribute('aria-label', t('colStatus'));
+    this.kindSelect.setAttribute('aria-label', t('allKinds'));
     this.renderStatusOptions();
     this.renderKindOptions();
     this.renderRows();

@@ -88,5 +88,5 @@ export function axisSize(_u: uPlot, values: string[] | null): number {
   if (!values || !measureCanvas) return 50;
   measureCanvas.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
   const widest = values.reduce((w, v) => Math.max(w, measureCanvas.measureText(v ?? '').width), 0);
-  return Math.ceil(widest) + 16;
+  return Math.ceil(widest) + 22; // ticks (10 px), gap (2 px) and a 10 px margin from the edge
 }

@@ -3,6 +3,7 @@
 // run's steps to seconds by linear interpolation between the logged points' wall times.
 
 import {formatStep, formatNumber} from './format';
+import {lang} from './i18n';
 import {settings, type XAxis} from './settings';
 
 export class Timeline {
@@ -56,13 +57,16 @@ export class Timeline {
   }
 }
 
-/** "1.5 h", "12 min", "40 s": a relative time. */
+const UNITS = {en: ['s', 'min', 'h', 'd'], zh: ['秒', '分钟', '小时', '天']};
+
+/** "1.5 h", "12 min", "40 s" (in Chinese 小时, 分钟, 秒): a relative time. */
 export function formatDuration(seconds: number): string {
+  const [sec, min, hour, day] = UNITS[lang()];
   const s = Math.abs(seconds);
-  if (s < 120) return `${formatNumber(Number(seconds.toFixed(1)))} s`;
-  if (s < 7200) return `${formatNumber(Number((seconds / 60).toFixed(1)))} min`;
-  if (s < 172800) return `${formatNumber(Number((seconds / 3600).toFixed(2)))} h`;
-  return `${formatNumber(Number((seconds / 86400).toFixed(2)))} d`;
+  if (s < 120) return `${formatNumber(Number(seconds.toFixed(1)))} ${sec}`;
+  if (s < 7200) return `${formatNumber(Number((seconds / 60).toFixed(1)))} ${min}`;
+  if (s < 172800) return `${formatNumber(Number((seconds / 3600).toFixed(2)))} ${hour}`;
+  return `${formatNumber(Number((seconds / 86400).toFixed(2)))} ${day}`;
 }
 
 function pad(n: number): string {
