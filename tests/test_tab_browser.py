@@ -593,6 +593,7 @@ def test_chinese_renders_with_real_glyphs_in_a_font_stack_for_every_system(tenso
         assert job == "作业 exp · 2 个进程"
         worst = tab.eval("w => [...w.document.querySelectorAll('.worst-message')].map(m => m.textContent)")
         assert worst and all(any("\u4e00" <= ch <= "\u9fff" for ch in message) for message in worst), worst
+        assert not any("rank" in message for message in worst), worst  # no English word in the Chinese
         # the precise English message is on demand, in the tooltip
         tab.frame.locator(".worst-message").first.hover()
         tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")

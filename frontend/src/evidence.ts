@@ -59,7 +59,7 @@ export const FIELDS: Record<string, Field> = {
   median_before: F('Median before', '之前的中位数'),
   median_norm: F('Median norm', '范数中位数'),
   median_relative_deviation: F('Median relative deviation', '相对偏差中位数', 'share'),
-  median_step_time_ms: F("This rank's median step time", '该 rank 的单步耗时中位数', 'ms'),
+  median_step_time_ms: F("This rank's median step time", '该进程的单步耗时中位数', 'ms'),
   monitored: F('Parameters monitored', '监控的参数数', 'count'),
   noise_sigma_log: F('Noise level', '噪声水平', 'logratio'),
   noise_tail_nu: F('Noise tail (Student-t ν)', '噪声尾部（Student-t ν）'),
@@ -67,7 +67,7 @@ export const FIELDS: Record<string, Field> = {
   nonfinite_points: F('Non-finite points', '非有限值点数', 'count'),
   norm_after: F('Norm after', '之后的范数'),
   norm_before: F('Norm before', '之前的范数'),
-  others_median_ms: F("Other ranks' median step time", '其他 rank 的单步耗时中位数', 'ms'),
+  others_median_ms: F("Other ranks' median step time", '其他进程的单步耗时中位数', 'ms'),
   overflowed: F('Overflowed steps', '溢出步数', 'count'),
   p_value: F('p-value', 'p 值'),
   parameter_count: F('Parameters affected', '受影响的参数数', 'count'),
@@ -80,7 +80,7 @@ export const FIELDS: Record<string, Field> = {
   persists_to_end: F('Lasts to the end', '持续到结束', 'bool'),
   plateau_loss: F('Plateau loss', '平台期损失'),
   points: F('Points', '点数', 'count'),
-  ranks: F('Ranks compared', '比较的 rank 数', 'count'),
+  ranks: F('Ranks compared', '比较的进程数', 'count'),
   ratio_end_to_start: F('Final / initial loss', '最终/初始损失比', 'factor'),
   ratio_to_best: F('Ratio to the best', '相对最佳的比值', 'factor'),
   ratio_to_trend: F('Ratio to the local trend', '相对局部趋势的比值', 'factor'),
@@ -127,8 +127,8 @@ const CODES: Record<string, [string, string]> = {
   step: ['step decay', '阶梯衰减'],
   exponential: ['exponential', '指数'],
   regression: ['slowed down during the run', '训练中变慢'],
-  slow_rank: ['one rank slower than the others', '某个 rank 慢于其他 rank'],
-  rank_loss: ['one rank\'s loss departs from the others', '某个 rank 的损失偏离其他 rank'],
+  slow_rank: ['one rank slower than the others', '某个进程慢于其他进程'],
+  rank_loss: ['one rank\'s loss departs from the others', '某个进程的损失偏离其他进程'],
 };
 
 /** Shown elsewhere on the finding (advice, the cause sentence) or only in the raw details. */
