@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import mimetypes
+import os
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_health_plugin.analysis.findings import SEVERITY_RANK
+from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
 from tb_health_plugin.roles import resolve_roles
 from tb_health_plugin.service import HealthService, UnknownRun
 from tb_health_plugin.views import heatmap as heatmap_view
@@ -51,6 +53,18 @@ def _finite_or_none(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite_or_none(item) for item in value]
     return value
+
+
+def source_format(logdir: str, run: str) -> str | None:
+    """`mindspore` when the run's folder holds MindSpore summary files (TensorBoard's own Scalars tab
+    cannot read them, so the tab suggests `tb-health convert`), `tfevents` when it holds only
+    TensorBoard event files, None when the folder cannot be listed (e.g. a remote logdir)."""
+    folder = logdir if run == "." else os.path.join(logdir, *run.split("/"))
+    try:
+        kinds = {event_file_format(name) for name in os.listdir(folder)}
+    except OSError:
+        return None
+    return MINDSPORE if MINDSPORE in kinds else TFEVENTS if TFEVENTS in kinds else None
 
 
 def _json(request, payload: Any, code: int = 200):
@@ -177,6 +191,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             report = reports[name] or {"run": name, "status": "pending", "steps": None, "findings": []}
             summary = run_summary(report, roles.scalars, data.last_wall_time or None)
             summary["job"] = job_name(name)
+            summary["source"] = source_format(self._logdir, name)
             runs.append(summary)
         return _json(request, {"logdir": self._logdir, "runs": runs})
 

@@ -46,9 +46,11 @@ def chromium() -> Iterator:
 
 
 @contextlib.contextmanager
-def new_page(browser, locale: str = "en-US", width: int = 1500, height: int = 950) -> Iterator:
-    """A page in a fresh browser context (own storage, language and viewport)."""
-    context = browser.new_context(locale=locale, viewport={"width": width, "height": height})
+def new_page(
+    browser, locale: str = "en-US", width: int = 1500, height: int = 950, color_scheme: str = "light"
+) -> Iterator:
+    """A page in a fresh browser context (own storage, language, viewport and system theme)."""
+    context = browser.new_context(locale=locale, viewport={"width": width, "height": height}, color_scheme=color_scheme)
     try:
         yield context.new_page()
     finally:

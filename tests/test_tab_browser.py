@@ -28,6 +28,10 @@ XSS_TAG = "<b>bold</b>.layers.1.w"
 STEPS = 3000
 SPIKE_STEP = 1500
 LAYERS = 8
+LONG_LAYERS = [
+    "model.backbone.embedding.word_embeddings.embedding_table",
+    "model.backbone.encoder.layers.11.self_attention.query_key_value.weight",
+]
 
 
 def write_logs(root) -> None:
@@ -50,8 +54,12 @@ def write_logs(root) -> None:
             **per_layer,
         },
     )
-    write_scalars(root / "exp" / "rank_0", {"train/loss": (steps, loss), "train/lr": (steps, np.full(STEPS, 1e-3))})
-    write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02)})
+    step_ms = 100 + rng.normal(0, 1, STEPS)
+    write_scalars(
+        root / "exp" / "rank_0",
+        {"train/loss": (steps, loss), "train/lr": (steps, np.full(STEPS, 1e-3)), "train/step_time_ms": (steps, step_ms)},
+    )
+    write_scalars(root / "exp" / "rank_1", {"train/loss": (steps, loss * 1.02), "train/step_time_ms": (steps, step_ms[::-1])})
     write_scalars(root / "growing", {"train/loss": (steps[:1000], loss[:1000])})
     write_scalars(root / XSS_RUN, {"loss": (steps, loss), f"grad_norm/{XSS_TAG}": (steps, np.ones(STEPS))})
     dead = np.zeros(200)  # dead gradients: exact zeros, off any log scale
@@ -60,11 +68,38 @@ def write_logs(root) -> None:
         {"train/loss": (steps[:200], np.ones(200)), "train/grad_norm": (steps[:200], dead), "grad_norm/layers.0.w": (steps[:200], dead)},
     )
     write_scalars(root / "single", {"loss": ([5], [1.0]), "lr": ([5], [0.1])})
+    write_mindspore_summary(root / "ms_run", steps[:200], loss[:200])
+    write_scalars(
+        root / "longnames",
+        {
+            "loss": (steps[:100], loss[:100]),
+            f"grad_norm/{LONG_LAYERS[0]}": (steps[:100], np.full(100, 0.5)),
+            f"grad_norm/{LONG_LAYERS[1]}": (steps[:100], np.full(100, 2.0)),
+        },
+    )
     # As our hooks log it: the loss every 10 steps, and the window maximum that holds the one
     # step in between whose loss jumped.
     window_max = loss[9::10] * 1.05
     window_max[SPIKE_STEP // 10] = 40.0
     write_scalars(root / "windowed", {"train/loss": (steps[9::10], loss[9::10]), "train/loss_max": (steps[9::10], window_max)})
+
+
+def write_mindspore_summary(run_dir, steps, losses) -> None:
+    """A MindSpore summary file (`SummaryRecord`'s name and framing; `loss/auto` as SummaryCollector tags it)."""
+    from tb_health_plugin.readers.records import masked_crc
+    from tb_health_plugin.readers.schema import MsEvent
+
+    def frame(payload: bytes) -> bytes:
+        header = len(payload).to_bytes(8, "little")
+        return header + masked_crc(header).to_bytes(4, "little") + payload + masked_crc(payload).to_bytes(4, "little")
+
+    events = [MsEvent(wall_time=WALL_TIME_START, version="MindSpore.Event:1")]
+    for step, value in zip(steps.tolist(), losses.tolist(), strict=True):
+        event = MsEvent(wall_time=WALL_TIME_START + step, step=step)
+        event.summary.value.add(tag="loss/auto").scalar_value = value
+        events.append(event)
+    run_dir.mkdir(parents=True)
+    (run_dir / "events.out.events.summary.1767000000.0.host_MS").write_bytes(b"".join(frame(e.SerializeToString()) for e in events))
 
 
 def append_scalars(run_dir, tag: str, steps, values) -> None:
@@ -127,7 +162,8 @@ def chart(tab: HealthTab, name: str) -> dict:
 def test_overview_lists_every_run_as_tensorboard_names_it(tensorboard, page):
     tab = HealthTab(page, tensorboard).open()
     runs = overview_runs(tab)
-    assert sorted(runs) == sorted(get_json(tensorboard + "/data/runs"))
+    # every run TensorBoard lists, plus the MindSpore summary run its own reader cannot see
+    assert sorted(runs) == sorted([*get_json(tensorboard + "/data/runs"), "ms_run"])
     assert XSS_RUN in runs
     job = tab.eval("w => w.document.querySelector('tr.job-row').dataset.job")
     assert job == "exp"
@@ -290,7 +326,7 @@ def test_overview_sorts_and_filters(tensorboard, page):
     )
     tab.frame.locator("th[data-sort='last_step']").click()  # descending first
     steps = tab.eval(top_level_last_steps)
-    assert steps == sorted(steps, reverse=True) and len(steps) == 7  # 6 runs and the job
+    assert steps == sorted(steps, reverse=True) and len(steps) == 9  # 8 runs and the job
     tab.frame.locator("th[data-sort='last_step']").click()
     assert tab.eval(top_level_last_steps) == sorted(steps)
     tab.frame.locator("th[data-sort='status']").click()
@@ -355,7 +391,9 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, 
         spike = "w => w.document.querySelector(`li.finding[data-kind='loss_spike']`).innerText"
         spike_zh = tab.eval(spike)
         assert "损失尖峰" in spike_zh and "损失突然短暂跳升" in spike_zh and "建议" in spike_zh
-        assert "原文" in spike_zh and "above its local trend" in spike_zh
+        assert "above its local trend" not in spike_zh  # the English message waits behind its toggle
+        tab.frame.locator("li.finding[data-kind='loss_spike'] details.finding-original summary").click()
+        assert "英文原文" in tab.eval(spike) and "above its local trend" in tab.eval(spike)
         tab.screenshot("run-view-zh")
         tab.frame.locator("button.lang[data-lang='en']").click()
         assert tab.eval(texts) == ["Loss", "mean", status, "Reset zoom"]
@@ -416,3 +454,295 @@ def test_polling_refresh_keeps_the_overview_scroll(tensorboard, browser):
         assert requests, "the tab did not poll the runs route"
         time.sleep(1.0)
         assert tab.eval("w => w.document.querySelector('.main').scrollTop") == scrolled
+
+
+def test_evidence_reads_as_labelled_figures_with_the_raw_json_behind_a_toggle(tensorboard, browser):
+    with new_page(browser) as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        open_run(tab, "spiky")
+        spike = "li.finding[data-kind='loss_spike']"
+        tab.wait_until(f"w => !!w.document.querySelector(`{spike} .evidence dt`)")
+        labels = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.textContent)")
+        values = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dd`)].map(d => d.textContent)")
+        assert labels and not any("_" in label for label in labels), labels
+        assert "Peak step" in labels and "Ratio to the local trend" in labels
+        assert not any(v in ("null", "true", "false") or v.startswith(("{", "[")) for v in values), values
+        keys = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.dataset.key)")
+        shown = dict(zip(keys, values, strict=True))
+        assert shown["ratio_to_trend"].startswith("×") and shown["peak_step"].replace(",", "").isdigit()
+        assert "related" not in keys and "cause_detail" not in keys
+        # set as text, not as a debugger dump: proportional font, words never split
+        style = tab.eval(
+            f"w => {{ const s = w.getComputedStyle(w.document.querySelector(`{spike} .evidence dd`)); return [s.fontFamily, s.wordBreak]; }}"
+        )
+        assert "mono" not in style[0].lower() and style[1] != "break-all"
+        # the cause sentence is said once, not once in the message and again below it
+        text = tab.eval(f"w => w.document.querySelector(`{spike}`).innerText")
+        detail = tab.eval(
+            "w => fetch('../../data/plugin/health/report?run=spiky').then(r => r.json()).then(r => r.runs[0].findings.find(f => f.kind === 'loss_spike').evidence.cause_detail || '')"
+        )
+        if detail:
+            assert text.lower().count(detail.lower()[:40]) <= 1
+        # the raw JSON is one click away, closed at first
+        assert not tab.eval(f"w => w.document.querySelector(`{spike} details.evidence-raw`).open")
+        tab.frame.locator(f"{spike} details.evidence-raw summary").click()
+        raw = tab.eval(f"w => w.document.querySelector(`{spike} details.evidence-raw pre`).textContent")
+        assert '"peak_step"' in raw
+        # in Chinese every label is Chinese
+        tab.frame.locator("button.lang[data-lang='zh']").click()
+        labels_zh = tab.eval(f"w => [...w.document.querySelectorAll(`{spike} .evidence dt`)].map(d => d.textContent)")
+        assert all(any("\u4e00" <= ch <= "\u9fff" for ch in label) for label in labels_zh), labels_zh
+        tab.screenshot("evidence")
+
+
+STATUS_RANK = {"no_data": 0, "pending": 0, "healthy": 1, "warning": 2, "critical": 3}
+
+
+def test_overview_reads_at_a_glance(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    # worst first, then the most recently updated: top-level rows (jobs and runs outside jobs)
+    rows = tab.eval(
+        "w => [...w.document.querySelectorAll('tr.job-row, tr.run-row:not(.in-job)')].map(r => [r.dataset.status, Number(r.dataset.updated || -1)])"
+    )
+    keys = [(-STATUS_RANK[status], -updated) for status, updated in rows]
+    assert keys == sorted(keys), rows
+    # the count pills stay on one line
+    tops = tab.eval(
+        "w => [...w.document.querySelectorAll('td.counts')].map(c => new Set([...c.children].map(p => Math.round(p.getBoundingClientRect().top))).size)"
+    )
+    assert tops and max(tops) == 1
+    # a run's series are not repeated on every row: they show on hover
+    spiky = "tr.run-row[data-run='spiky']"
+    display = f"w => w.getComputedStyle(w.document.querySelector(`{spiky} .row-signals`)).display"
+    assert tab.eval(display) == "none"
+    tab.frame.locator(f"{spiky} a.run-link").hover()
+    assert tab.eval(display) == "flex"
+    # the worst finding: two lines, and all of it in a TensorBoard-style tooltip on hover
+    runs = get_json(tensorboard + "/data/plugin/health/runs")["runs"]
+    worst = next(r for r in runs if r["run"] == "spiky")["worst"]["message"]
+    tab.frame.locator(f"{spiky} .worst-message").hover()
+    tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
+    assert tip == worst
+    background = tab.eval("w => w.getComputedStyle(w.document.querySelector('.tb-tooltip')).backgroundColor")
+    assert background.startswith("rgba(97, 97, 97")  # TensorBoard's (Material) tooltip grey
+    assert page.errors == []
+
+
+def test_compare_shows_nothing_empty_before_two_runs_are_chosen(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    tab.frame.locator("button.tab[data-view='compare']").click()
+    tab.wait_until("w => w.document.querySelector('.compare-view .muted')?.textContent")
+    assert tab.eval("w => w.document.querySelector(`[data-chart='compare-loss']`).offsetParent") is None
+    assert tab.eval("w => w.document.querySelector('.compare-table').offsetParent") is None
+    for run in ("spiky", "exp/rank_0"):
+        tab.frame.locator(f".run-picker button.pick[data-run='{run}']").click()
+    tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'")
+    pills = tab.eval("w => [...w.document.querySelectorAll('.compare-table .count')].map(p => p.textContent)")
+    assert "0" not in pills  # zero counts are left out, as in the overview
+
+
+def glyph_images(tab: HealthTab, texts: list[str]) -> list:
+    """Each text rendered in the tab's own font (as the brand title), screenshotted by Chromium."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    tab.eval(
+        """(w, texts) => {
+          const box = w.document.createElement('div');
+          box.id = 'glyph-probe';
+          box.style.cssText = 'position:fixed;left:0;top:0;z-index:999;background:#fff;color:#000;font-size:32px;padding:4px';
+          for (const text of texts) { const s = w.document.createElement('span'); s.textContent = text; s.style.marginRight = '8px'; box.append(s); }
+          w.document.body.append(box);
+        }""",
+        texts,
+    )
+    images = []
+    for i in range(len(texts)):
+        png = tab.frame.locator(f"#glyph-probe span:nth-child({i + 1})").screenshot()
+        images.append(Image.open(BytesIO(png)).convert("L"))
+    tab.eval("w => w.document.getElementById('glyph-probe').remove()")
+    return images
+
+
+def test_chinese_renders_with_real_glyphs_in_a_font_stack_for_every_system(tensorboard, browser):
+    from PIL import ImageChops
+
+    with new_page(browser, locale="zh-CN") as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        family = tab.eval("w => w.getComputedStyle(w.document.querySelector('.brand')).fontFamily")
+        for face in ("Microsoft YaHei", "PingFang SC", "Noto Sans CJK SC"):  # Windows, macOS, Linux
+            assert face in family
+        # '\ue000' has no glyph in any font: it is drawn as the missing-glyph box (tofu)
+        chars = ["训", "练", "健", "康", "\ue000"]
+        images = glyph_images(tab, chars)
+        tofu = images[-1]
+        for char, image in zip(chars[:-1], images[:-1], strict=True):
+            assert image.getextrema()[0] < 128, f"{char} left no ink"
+            same_size = image.size == tofu.size
+            assert not same_size or ImageChops.difference(image, tofu).getbbox() is not None, f"{char} is drawn as a box"
+        # distinct characters give distinct glyphs (tofu boxes would all be the same)
+        distinct = {image.tobytes() for image in images[:-1]}
+        assert len(distinct) == len(chars) - 1
+        # and the tab's own Chinese text: every string the overview shows is in Chinese
+        job = tab.eval("w => w.document.querySelector('tr.job-row .run-cell').innerText")
+        assert job == "作业 exp · 2 个进程"
+        worst = tab.eval("w => [...w.document.querySelectorAll('.worst-message')].map(m => m.textContent)")
+        assert worst and all(any("\u4e00" <= ch <= "\u9fff" for ch in message) for message in worst), worst
+        assert not any("rank" in message for message in worst), worst  # no English word in the Chinese
+        # the precise English message is on demand, in the tooltip
+        tab.frame.locator(".worst-message").first.hover()
+        tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
+        assert tip.startswith("英文原文")
+
+
+def test_step_time_sits_next_to_the_loss_with_the_jobs_other_ranks(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "exp/rank_0")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='throughput']`)?.dataset.state === 'ready'")
+    pace = chart(tab, "throughput")
+    assert pace["overlays"] == "1"  # rank_1's step time beside this rank's
+    assert tab.eval("w => w.document.querySelector(`[data-chart='throughput'] .card-title`).textContent") == "Step time (ms)"
+    legend = tab.eval("w => [...w.document.querySelectorAll(`[data-chart='throughput'] .u-legend .u-label`)].map(l => l.textContent)")
+    assert "exp/rank_1" in legend
+    tops = tab.eval(
+        "w => ['loss', 'throughput'].map(id => Math.round(w.document.querySelector(`[data-chart='${id}']`).getBoundingClientRect().top))"
+    )
+    assert tops[0] == tops[1]  # one row: loss and step time side by side
+    # a run outside any job: its step time alone, no rank lines
+    tab.frame.locator("select.run-menu").select_option("spiky")
+    tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'spiky'")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='throughput']`)?.dataset.state === 'ready'")
+    assert chart(tab, "throughput")["overlays"] == "0"
+    assert page.errors == []
+
+
+def label_ink(tab: HealthTab) -> tuple[int, int]:
+    """(first, last) heatmap canvas column with ink left of the cells: the layer names."""
+    return tab.eval(
+        """w => {
+          const canvas = w.document.querySelector(`[data-chart='heatmap'] canvas`);
+          const over = w.document.querySelector(`[data-chart='heatmap'] .u-over`);
+          const ratio = canvas.width / canvas.getBoundingClientRect().width;
+          const left = Math.floor((over.getBoundingClientRect().left - canvas.getBoundingClientRect().left) * ratio) - 2;
+          const pixels = canvas.getContext('2d').getImageData(0, 0, left, canvas.height).data;
+          let first = -1, last = -1;
+          for (let x = 0; x < left; x++) for (let y = 0; y < canvas.height; y++) {
+            if (pixels[(y * left + x) * 4 + 3] > 40) { if (first < 0) first = x; last = x; break; }
+          }
+          return [Math.round(first / ratio), Math.round(last / ratio)];
+        }"""
+    )
+
+
+def test_heatmap_layer_names_fit_show_in_full_on_hover_and_their_column_resizes(tensorboard, page):
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    open_run(tab, "longnames")
+    tab.wait_until("w => w.document.querySelector(`[data-chart='heatmap']`)?.dataset.state === 'ready'")
+    first, last = label_ink(tab)
+    assert first > 0, "a layer name is clipped at the left edge"
+    width = int(chart(tab, "heatmap")["labelWidth"])
+    # hovering a name shows it in full
+    labels = tab.frame.locator("[data-chart='heatmap'] .heatmap-labels")
+    box = labels.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.25)
+    tip = tab.wait_until("w => { const t = w.document.querySelector('.tb-tooltip'); return t && !t.hidden && t.textContent; }")
+    assert tip == LONG_LAYERS[0]
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.75)
+    tab.wait_until("(w, name) => w.document.querySelector('.tb-tooltip').textContent === name", LONG_LAYERS[1])
+    # drag the column edge wider: the names get more room
+    handle = tab.frame.locator("[data-chart='heatmap'] .heatmap-label-handle").bounding_box()
+    page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + 10)
+    page.mouse.down()
+    page.mouse.move(handle["x"] + 150, handle["y"] + 10, steps=5)
+    page.mouse.up()
+    tab.wait_until("(w, before) => Number(w.document.querySelector(`[data-chart='heatmap']`).dataset.labelWidth) > before + 100", width)
+    wider_first, wider_last = label_ink(tab)
+    assert wider_first > 0 and wider_last - wider_first > last - first + 50
+    assert page.errors == []
+
+
+def test_runs_read_from_mindspore_summaries_suggest_tb_health_convert(tensorboard, logdir, page):
+    runs = {r["run"]: r for r in get_json(tensorboard + "/data/plugin/health/runs")["runs"]}
+    assert runs["ms_run"]["source"] == "mindspore" and runs["spiky"]["source"] == "tfevents"
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    hint = tab.wait_until("w => { const h = w.document.querySelector('.overview .convert-hint'); return h && !h.hidden && h.innerText; }")
+    assert f"tb-health convert {logdir}" in hint and "1 run(s)" in hint
+    open_run(tab, "ms_run")
+    assert "tb-health convert" in tab.eval("w => w.document.querySelector('.run-view .convert-hint').innerText")
+    tab.frame.locator("select.run-menu").select_option("spiky")
+    tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'spiky'")
+    assert tab.eval("w => w.document.querySelector('.run-view .convert-hint').hidden")
+
+
+TB_PALETTE = ["#425066", "#12b5cb", "#e52592", "#f9ab00", "#9334e6", "#7cb342", "#e8710a"]
+
+
+def hex_of(rgb: str) -> str:
+    r, g, b = (int(float(p)) for p in rgb[rgb.index("(") + 1 : rgb.index(")")].split(",")[:3])
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def test_tensorboards_run_colours_links_keyboard_and_downloads(tensorboard, page, tmp_path):
+    import csv
+    import json
+
+    tab = HealthTab(page, tensorboard).open()
+    overview_runs(tab)
+    # keyboard: arrows walk the runs
+    tab.frame.locator("a.run-link").first.focus()
+    first = tab.eval("w => w.document.activeElement.textContent")
+    tab.frame.locator("a.run-link").first.press("ArrowDown")
+    assert tab.eval("w => w.document.activeElement.textContent") != first
+    # the compare view colours each run as TensorBoard does (its palette, in its run order)
+    order = get_json(tensorboard + "/data/runs")
+    for run in ("spiky", "exp/rank_0"):
+        tab.frame.locator(f"tr.run-row[data-run='{run}'] input[type=checkbox]").check()
+    tab.frame.locator("button.primary").click()
+    tab.wait_until("w => w.document.querySelector(`[data-chart='compare-loss']`).dataset.state === 'ready'")
+    for run in ("spiky", "exp/rank_0"):
+        swatch = tab.eval("(w, run) => w.getComputedStyle(w.document.querySelector(`.compare-table tr[data-run='${run}'] .swatch`)).backgroundColor", run)
+        assert hex_of(swatch) == TB_PALETTE[order.index(run) % len(TB_PALETTE)], run
+    # findings download as CSV and JSON
+    tab.frame.locator(".run-picker button.pick[data-run='spiky']").click()
+    tab.frame.locator("button.tab[data-view='overview']").click()
+    open_run(tab, "spiky")
+    tab.wait_until("w => w.document.querySelectorAll('li.finding').length > 0")
+    shown = tab.eval("w => [...w.document.querySelectorAll('li.finding')].map(f => f.dataset.kind)")
+    with page.expect_download() as csv_download:
+        tab.frame.locator("button[data-download='csv']").click()
+    path = tmp_path / csv_download.value.suggested_filename
+    csv_download.value.save_as(path)
+    rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
+    assert [r["kind"] for r in rows] == shown and all(r["run"] == "spiky" for r in rows)
+    assert json.loads(next(r for r in rows if r["kind"] == "loss_spike")["evidence"])["peak_step"] >= SPIKE_STEP - 2
+    with page.expect_download() as json_download:
+        tab.frame.locator("button[data-download='json']").click()
+    path = tmp_path / json_download.value.suggested_filename
+    json_download.value.save_as(path)
+    assert [f["kind"] for f in json.loads(path.read_text())["findings"]] == shown
+    # keyboard: arrows walk the findings and zoom to each; Esc leaves the zoom
+    tab.frame.locator("li.finding").first.focus()
+    tab.frame.locator("li.finding").first.press("ArrowDown")
+    tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom")
+    assert tab.eval("w => w.document.activeElement.dataset.key") == tab.eval("w => w.document.querySelectorAll('li.finding')[1].dataset.key")
+    tab.frame.locator("li.finding.active").press("Escape")
+    tab.wait_until("w => w.document.querySelector('.run-view').dataset.zoom === ''")
+    # each chart links to the same run and tag in TensorBoard's Time Series tab
+    href = tab.eval("w => w.document.querySelector(`[data-chart='loss'] a.tb-link`).href")
+    assert "#timeseries" in href and "runFilter=%5Espiky%24" in href and "tagFilter=%5Etrain%2Floss%24" in href
+    scalars = tab.eval("w => w.document.querySelector(`li.finding a.tb-link`).href")
+    assert "#scalars&tagFilter=" in scalars and "regexInput=%5Espiky%24" in scalars
+    tab.frame.locator("[data-chart='loss'] a.tb-link").click()
+    page.wait_for_url("**#timeseries", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('input')].some(i => i.value === '^train/loss$')", timeout=30_000
+    )
+    assert page.errors == []

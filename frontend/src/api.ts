@@ -25,6 +25,8 @@ export interface RunSummary {
   steps: {first: number; last: number} | null;
   last_update: number | null;
   signals: Record<string, string>;
+  /** `mindspore` when read from MindSpore summary files, which TensorBoard's Scalars tab cannot show. */
+  source?: 'tfevents' | 'mindspore' | null;
 }
 
 export interface RunsResponse {
@@ -64,6 +66,9 @@ export interface SeriesResponse {
   mean: (number | null)[];
   nonfinite: {step: number; value: string}[];
   nonfinite_total?: number;
+  /** Wall time (s) of each bucket's first point, and of the series' first point. */
+  wall_times?: number[];
+  first_wall_time?: number | null;
 }
 
 export interface HeatmapResponse {
@@ -116,6 +121,8 @@ function rangeParams(range?: Range | null): {start?: number; end?: number} {
 }
 
 export const api = {
+  /** TensorBoard's own run list, in its order (for its run colours). */
+  tensorboardRuns: (signal?: AbortSignal) => getJson<string[]>('../../runs', {}, signal),
   runs: (signal?: AbortSignal) => getJson<RunsResponse>('runs', {}, signal),
   report: (run: string, signal?: AbortSignal) => getJson<ReportResponse>('report', {run}, signal),
   tags: (run: string, signal?: AbortSignal) => getJson<TagsResponse>('tags', {run}, signal),

@@ -4,6 +4,7 @@
 
 import {visibleName} from './format';
 import {api, type RunSummary} from './api';
+import {setTensorBoardRuns} from './colors';
 import {CompareView} from './compare';
 import {el} from './dom';
 import {bindText, lang, relabel, relativeAge, setLang, t, type Lang} from './i18n';
@@ -12,6 +13,8 @@ import {Poller} from './poll';
 import {RunView} from './runView';
 import {loadState, saveState, type AppState, type View} from './state';
 import {listenToHostReloads} from './tbHost';
+import {followTheme} from './theme';
+import {installTooltips, setTip} from './tooltip';
 
 const POLL_INTERVAL_MS = 5000;
 
@@ -43,19 +46,23 @@ export class App {
 
   mount(): void {
     document.documentElement.lang = lang() === 'zh' ? 'zh-CN' : 'en';
+    followTheme();
+    installTooltips();
     const nav = el('nav', {class: 'tabs'});
     for (const [view, key] of [['overview', 'overview'], ['run', 'run'], ['compare', 'compare']] as [View, string][]) {
       const button = bindText(el('button', {class: 'tab', attrs: {type: 'button'}, data: {view}, on: {click: () => this.setView(view)}}), key);
       this.tabs.set(view, button);
       nav.append(button);
     }
-    const langSwitch = el('div', {class: 'lang-switch', attrs: {role: 'group', 'aria-label': 'language'}});
+    const langSwitch = el('div', {class: 'lang-switch', attrs: {role: 'group', 'aria-label': 'Language / 语言'}});
     for (const [code, text] of [['en', 'EN'], ['zh', '中文']] as [Lang, string][]) {
       const button = el('button', {class: 'lang', text, data: {lang: code}, attrs: {type: 'button'}, on: {click: () => this.switchLang(code)}});
       this.langButtons.set(code, button);
       langSwitch.append(button);
     }
-    const reload = el('button', {class: 'btn icon', text: '⟳', title: 'refresh', attrs: {type: 'button'}, on: {click: () => void this.poller.now()}});
+    const reload = el('button', {class: 'btn icon reload', text: '⟳', attrs: {type: 'button'}, on: {click: () => void this.poller.now()}});
+    setTip(reload, t('refresh'));
+    reload.setAttribute('aria-label', t('refresh'));
     this.main.append(this.overview.root, this.runView.root, this.compare.root);
     this.host.replaceChildren(
       el('div', {class: 'health-app'}, [
@@ -80,12 +87,14 @@ export class App {
 
   private async refresh(): Promise<void> {
     try {
-      const response = await api.runs();
+      const [response, tbRuns] = await Promise.all([api.runs(), api.tensorboardRuns().catch(() => [] as string[])]);
+      setTensorBoardRuns(tbRuns);
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
-      this.overview.update(this.runs);
-      this.runView.setRunNames(this.runs.map((r) => r.run));
+      this.overview.update(this.runs, response.logdir);
+      this.runView.setRuns(this.runs);
+      this.runView.logdir = response.logdir;
       await this.showActiveView();
     } catch (error) {
       this.errorBanner.hidden = false;
@@ -144,6 +153,11 @@ export class App {
     this.compare.relabel();
     this.updateLangButtons();
     this.renderRefreshState();
+    const reload = this.host.querySelector<HTMLElement>('button.reload');
+    if (reload) {
+      setTip(reload, t('refresh'));
+      reload.setAttribute('aria-label', t('refresh'));
+    }
   }
 
   private updateLangButtons(): void {

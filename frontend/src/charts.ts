@@ -9,7 +9,14 @@ import {chartCard, type Card} from './card';
 import type {ChartGroup, GroupMember} from './chartGroup';
 import {SEVERITY_COLORS} from './colors';
 import {formatNumber, formatStep} from './format';
-import {t} from './i18n';
+import {el} from './dom';
+import {bindText, t} from './i18n';
+import {axisSize, smooth, useLog, yRange} from './scaling';
+import {settings} from './settings';
+import {cssColor} from './theme';
+import {timeSeriesUrl} from './tbLinks';
+import {setTip} from './tooltip';
+import {formatX} from './xaxis';
 
 export interface Marker {
   step: number;
@@ -31,14 +38,22 @@ export interface EnvelopeOptions {
   /** A series of window maxima (our hooks' `train/loss_max`): every step's worst value between
    * two logged points, drawn dashed over the envelope so a one-step spike shows on the chart. */
   peakTag?: string;
+  /** Other runs' series of the same signal (a job's other ranks), drawn as thin lines. */
+  overlays?: {run: string; tag: string; color: string}[];
 }
 
 const NONFINITE_COLOR = '#d93025';
 const WINDOW_MAX_COLOR = '#e8710a';
 
+/** The x axis label of the current mode. */
+export function xLabel(): string {
+  return t(settings.xAxis === 'step' ? 'step' : settings.xAxis === 'relative' ? 'xRelative' : 'xWall');
+}
+
 // uPlot passes null for ticks it leaves unlabelled (log axes), so both formatters accept it.
-export function stepAxisValues(_u: uPlot, splits: (number | null)[]): string[] {
-  return splits.map((v) => (v === null ? '' : Math.abs(v) >= 1e4 ? `${formatNumber(v / 1000)}k` : formatStep(v)));
+export function stepAxisValues(u: uPlot, splits: (number | null)[]): string[] {
+  const span = (u.scales.x?.max ?? 0) - (u.scales.x?.min ?? 0);
+  return splits.map((v) => formatX(v, settings.xAxis, span));
 }
 
 export function valueAxisValues(_u: uPlot, splits: (number | null)[]): string[] {
@@ -50,6 +65,23 @@ export function formatTick(value: number): string {
   const magnitude = Math.abs(value);
   if (magnitude !== 0 && (magnitude >= 1e5 || magnitude < 1e-3)) return Number(value.toExponential(2)).toExponential();
   return Number(value.toPrecision(4)).toString();
+}
+
+/** Axes in the theme's colours: x in the chosen mode, y as wide as its longest label. */
+export function themedAxes(): uPlot.Axis[] {
+  const stroke = () => cssColor('--chart-text');
+  const grid = {stroke: () => cssColor('--chart-grid'), width: 1};
+  const ticks = {stroke: () => cssColor('--chart-grid'), width: 1};
+  return [
+    {values: settings.xAxis === 'wall' ? undefined : stepAxisValues, size: 30, gap: 2, stroke, grid, ticks},
+    {values: valueAxisValues, size: axisSize, gap: 2, stroke, grid, ticks},
+  ];
+}
+
+/** The legend's x value: a step, a duration or a clock time. */
+export function xLegendValue(_u: uPlot, v: number | null): string {
+  if (v === null || v === undefined) return '—';
+  return settings.xAxis === 'step' ? formatStep(v) : formatX(v, settings.xAxis, 0);
 }
 
 /** Pixel width of a chart body, the number of buckets worth requesting. */
@@ -74,13 +106,18 @@ export function groupHooks(group: ChartGroup, root: HTMLElement): Partial<uPlot.
           const start = u.posToVal(u.select.left, 'x');
           const end = u.posToVal(u.select.left + u.select.width, 'x');
           u.setSelect({left: 0, top: 0, width: 0, height: 0}, false);
-          group.zoomTo({start, end});
+          group.zoomToX({start, end});
         }
       },
     ],
     ready: [(u: uPlot) => u.over.addEventListener('dblclick', () => group.zoomTo(null))],
     setScale: [
       (u: uPlot, key: string) => {
+        // the drawn ranges, for tests and for anyone inspecting the page
+        if (key === 'y') {
+          root.dataset.ymin = String(u.scales.y.min ?? '');
+          root.dataset.ymax = String(u.scales.y.max ?? '');
+        }
         if (key !== 'x') return;
         root.dataset.xmin = String(Math.round(u.scales.x.min ?? 0));
         root.dataset.xmax = String(Math.round(u.scales.x.max ?? 0));
@@ -91,26 +128,39 @@ export function groupHooks(group: ChartGroup, root: HTMLElement): Partial<uPlot.
 
 export function xRange(group: ChartGroup): uPlot.Range.Function {
   return (_u, dataMin, dataMax) => {
-    const shown = group.visible();
+    const shown = group.visibleX();
     if (shown) return [shown.start, shown.end];
     if (dataMin === null || dataMax === null) return [0, 1];
     return dataMin === dataMax ? [dataMin - 1, dataMax + 1] : [dataMin, dataMax];
   };
 }
 
+/** Values at or below zero cannot sit on a log axis. */
+function positiveOnly(values: (number | null)[]): (number | null)[] {
+  return values.map((v) => (v !== null && v > 0 ? v : null));
+}
+
 export class EnvelopeChart implements GroupMember {
   readonly card: Card;
   ready = false;
   private plot: uPlot | null = null;
+  private plotLog: boolean | null = null;
   private inflight: AbortController | null = null;
   private nonfinite: number[] = [];
+  private last: {data: SeriesResponse; peak: SeriesResponse | null; others: (SeriesResponse | null)[]} | null = null;
+  private drawn: (number | null)[][] = [];
+  /** A fetch is under way: a redraw of the old data (a zoom applied at once) is not "ready". */
+  private fetching = false;
   private readonly resize: ResizeObserver;
+  private readonly scaleLabel = el('span', {class: 'scale-label'});
 
   constructor(
     private readonly options: EnvelopeOptions,
     private readonly group: ChartGroup,
   ) {
     this.card = chartCard(options.id, options.titleKey, options.tag, options.wide);
+    const link = el('a', {class: 'tb-link', text: '↗', attrs: {href: timeSeriesUrl(options.run, options.tag), target: '_top'}});
+    this.card.root.querySelector('header')?.append(this.scaleLabel, setTip(link, t('openTimeSeries')));
     this.resize = new ResizeObserver(() => {
       if (this.plot) this.plot.setSize({width: this.card.body.clientWidth, height: this.height()});
     });
@@ -128,14 +178,21 @@ export class EnvelopeChart implements GroupMember {
 
   /** Legend labels in the current language. */
   relabel(): void {
-    const labels = [t('step'), t('mean'), t('min'), t('max'), t('windowMax')];
+    const labels = [xLabel(), t('mean'), t('min'), t('max'), t('smoothed'), t('windowMax')];
     this.plot?.root.querySelectorAll('.u-legend .u-series .u-label').forEach((node, i) => {
       if (labels[i]) node.textContent = labels[i];
     });
   }
 
   redraw(): void {
-    this.plot?.redraw(false, false);
+    this.plot?.redraw(false, true);
+  }
+
+  /** A new scale, smoothing or axis: the same data, built again. */
+  rebuild(): void {
+    this.plot?.destroy();
+    this.plot = null;
+    if (this.last) this.show(this.last.data, this.last.peak, this.last.others);
   }
 
   async reload(): Promise<void> {
@@ -143,18 +200,22 @@ export class EnvelopeChart implements GroupMember {
     const controller = new AbortController();
     this.inflight = controller;
     this.ready = false;
+    this.fetching = true;
     this.card.root.dataset.state = 'loading';
     try {
       const width = plotWidth(this.card.body);
-      const zoom = this.group.zoom;
-      const [data, peak] = await Promise.all([
+      const zoom = this.group.requestRange();
+      const [data, peak, ...others] = await Promise.all([
         api.series(this.options.run, this.options.tag, width, zoom, controller.signal),
-        this.options.peakTag ? this.peakSeries(this.options.peakTag, width, zoom, controller.signal) : null,
+        this.options.peakTag ? this.optionalSeries(this.options.run, this.options.peakTag, width, zoom, controller.signal) : null,
+        ...(this.options.overlays ?? []).map((o) => this.optionalSeries(o.run, o.tag, width, zoom, controller.signal)),
       ]);
       if (controller.signal.aborted) return;
-      this.show(data, peak);
+      this.fetching = false;
+      this.show(data as SeriesResponse, peak, others);
     } catch (error) {
       if (isAbort(error)) return;
+      this.fetching = false;
       this.plot?.destroy();
       this.plot = null;
       const missing = error instanceof HttpError && error.status === 404;
@@ -165,30 +226,49 @@ export class EnvelopeChart implements GroupMember {
   }
 
   /** The window maxima, or none when they cannot be had: the chart still shows the series. */
-  private async peakSeries(tag: string, width: number, zoom: Range | null, signal: AbortSignal): Promise<SeriesResponse | null> {
+  private async optionalSeries(run: string, tag: string, width: number, zoom: Range | null, signal: AbortSignal): Promise<SeriesResponse | null> {
     try {
-      return await api.series(this.options.run, tag, width, zoom, signal);
+      return await api.series(run, tag, width, zoom, signal);
     } catch (error) {
       if (isAbort(error)) throw error;
       return null;
     }
   }
 
-  private show(data: SeriesResponse, peak: SeriesResponse | null = null): void {
-    const positive = (v: number | null) => (v !== null && v > 0 ? v : null);
-    const fix = this.options.log ? (values: (number | null)[]) => values.map(positive) : (values: (number | null)[]) => values;
-    let table: uPlot.AlignedData = [data.steps, fix(data.mean), fix(data.min), fix(data.max)];
+  private show(data: SeriesResponse, peak: SeriesResponse | null = null, others: (SeriesResponse | null)[] = []): void {
+    this.last = {data, peak, others};
+    // a plan's log (gradient norms, loss scale) is its default; an explicit choice wins
+    const log = settings.yScale === 'auto' && this.options.log !== undefined ? this.options.log : useLog([data.min, data.max, peak?.max ?? []]);
+    bindText(this.scaleLabel, log ? 'scaleLog' : 'scaleLinear');
+    const fix = log ? positiveOnly : (values: (number | null)[]) => values;
+    const perBucket = data.steps.length ? data.total_points / data.steps.length : 1;
+    const smoothed = smooth(data.mean, settings.smoothing, perBucket);
+    let table: uPlot.AlignedData = [data.steps, fix(data.mean), fix(data.min), fix(data.max), fix(smoothed)];
     if (this.options.peakTag) {
       // both series on one step axis; a step logged in only one of them is not a gap in the other
       const peaks: uPlot.AlignedData = peak ? [peak.steps, fix(peak.max)] : [[], []];
       table = uPlot.join([table, peaks]);
     }
+    if (this.options.overlays?.length) {
+      const perBucket = (r: SeriesResponse) => (r.steps.length ? r.total_points / r.steps.length : 1);
+      const lines = others.map((r) => (r ? ([r.steps, fix(smooth(r.mean, settings.smoothing, perBucket(r)))] as uPlot.AlignedData) : ([[], []] as uPlot.AlignedData)));
+      table = uPlot.join([table, ...lines]);
+    }
+    this.card.root.dataset.overlays = String(others.filter((r) => r && r.steps.length).length);
+    const xs = (table[0] as number[]).map((s) => this.group.toX(s));
+    table = [xs, ...table.slice(1)] as uPlot.AlignedData;
+    // outliers are judged on the raw values: a smoothed spike decays over many points and
+    // would itself pass for the ordinary range
+    this.drawn = [table[1]] as (number | null)[][];
     this.nonfinite = [...data.nonfinite, ...(peak?.nonfinite ?? [])].map((p) => p.step);
-    this.card.root.dataset.points = String(data.total_points);
-    this.card.root.dataset.buckets = String(data.steps.length);
+    const root = this.card.root;
+    root.dataset.points = String(data.total_points);
+    root.dataset.buckets = String(data.steps.length);
+    root.dataset.scale = log ? 'log' : 'linear';
+    root.dataset.smoothing = String(settings.smoothing);
     const highest = [...data.max, ...(peak?.max ?? [])].reduce<number | null>((a, v) => (v !== null && (a === null || v > a) ? v : a), null);
-    this.card.root.dataset.max = highest === null ? '' : String(highest);
-    const hiddenOnLog = this.options.log ? data.min.filter((v) => v !== null && v <= 0).length : 0;
+    root.dataset.max = highest === null ? '' : String(highest);
+    const hiddenOnLog = log ? data.min.filter((v) => v !== null && v <= 0).length : 0;
     if (data.steps.length === 0 && data.nonfinite.length === 0) {
       this.card.setState('empty', 'noData');
     } else if (hiddenOnLog) {
@@ -196,39 +276,44 @@ export class EnvelopeChart implements GroupMember {
     } else {
       this.card.setState('loading');
     }
+    if (this.plot && this.plotLog !== log) {
+      this.plot.destroy();
+      this.plot = null;
+    }
     if (!this.plot) {
-      this.plot = new uPlot(this.plotOptions(), table, this.card.body);
+      this.plotLog = log;
+      this.plot = new uPlot(this.plotOptions(log), table, this.card.body);
     } else {
       this.plot.setData(table, true);
     }
   }
 
-  private plotOptions(): uPlot.Options {
+  private plotOptions(log: boolean): uPlot.Options {
     const color = this.options.color ?? '#1a73e8';
     const group = this.group;
+    const smoothing = settings.smoothing > 0;
+    const value = (_u: uPlot, v: number | null) => formatNumber(v);
     return {
       width: this.card.body.clientWidth || 600,
       height: this.height(),
       cursor: groupCursor(group),
       legend: {show: true, live: true},
       scales: {
-        x: {time: false, range: xRange(group)},
-        y: this.options.log ? {distr: 3} : {},
+        x: {time: settings.xAxis === 'wall', range: xRange(group)},
+        y: {distr: log ? 3 : 1, range: yRange(log, () => this.drawn)},
       },
-      axes: [
-        {values: stepAxisValues, size: 30, gap: 2},
-        {values: valueAxisValues, size: 60, gap: 2},
-      ],
+      axes: themedAxes(),
       series: [
-        {label: t('step'), value: (_u, v) => formatStep(v)},
-        {label: t('mean'), stroke: color, width: 1.5, value: (_u, v) => formatNumber(v)},
-        {label: t('min'), stroke: `${color}66`, width: 1, value: (_u, v) => formatNumber(v)},
-        {label: t('max'), stroke: `${color}66`, width: 1, value: (_u, v) => formatNumber(v)},
-        ...(this.options.peakTag
-          ? [{label: t('windowMax'), stroke: WINDOW_MAX_COLOR, width: 1, dash: [4, 3], value: (_u: uPlot, v: number | null) => formatNumber(v)}]
-          : []),
+        {label: xLabel(), value: xLegendValue},
+        // the raw series stays faint behind its smoothed line, as in the Scalars tab
+        {label: t('mean'), stroke: smoothing ? `${color}55` : color, width: smoothing ? 1 : 1.5, value},
+        {label: t('min'), stroke: `${color}40`, width: 1, value},
+        {label: t('max'), stroke: `${color}40`, width: 1, value},
+        {label: t('smoothed'), stroke: color, width: 1.8, show: smoothing, value},
+        ...(this.options.peakTag ? [{label: t('windowMax'), stroke: WINDOW_MAX_COLOR, width: 1, dash: [4, 3], value}] : []),
+        ...(this.options.overlays ?? []).map((o) => ({label: o.run, stroke: o.color, width: 1, spanGaps: true, value})),
       ],
-      bands: [{series: [3, 2], fill: `${color}22`}],
+      bands: [{series: [3, 2], fill: `${color}1c`}],
       hooks: {
         ...groupHooks(group, this.card.root),
         draw: [(u: uPlot) => this.afterDraw(u)],
@@ -237,8 +322,9 @@ export class EnvelopeChart implements GroupMember {
   }
 
   private afterDraw(u: uPlot): void {
-    drawMarkers(u, this.options.markers?.() ?? []);
-    drawNonfinite(u, this.nonfinite);
+    drawMarkers(u, this.options.markers?.() ?? [], this.group);
+    drawNonfinite(u, this.nonfinite, this.group);
+    if (this.fetching) return;
     if (this.card.root.dataset.state === 'loading') this.card.root.dataset.state = 'ready';
     if (!this.ready) {
       this.ready = true;
@@ -255,7 +341,7 @@ export class EnvelopeChart implements GroupMember {
 }
 
 /** Vertical lines (or shaded spans) at finding steps, coloured by severity. */
-export function drawMarkers(u: uPlot, markers: Marker[]): void {
+export function drawMarkers(u: uPlot, markers: Marker[], group: ChartGroup): void {
   if (!markers.length) return;
   const {ctx, bbox} = u;
   ctx.save();
@@ -264,9 +350,9 @@ export function drawMarkers(u: uPlot, markers: Marker[]): void {
   ctx.clip();
   for (const marker of markers) {
     const color = SEVERITY_COLORS[marker.severity] ?? SEVERITY_COLORS.info;
-    const x0 = u.valToPos(marker.step, 'x', true);
+    const x0 = u.valToPos(group.toX(marker.step), 'x', true);
     if (marker.active && marker.endStep !== undefined && marker.endStep > marker.step) {
-      const x1 = u.valToPos(marker.endStep, 'x', true);
+      const x1 = u.valToPos(group.toX(marker.endStep), 'x', true);
       ctx.fillStyle = `${color}30`;
       ctx.fillRect(x0, bbox.top, Math.max(1, x1 - x0), bbox.height);
     }
@@ -282,14 +368,14 @@ export function drawMarkers(u: uPlot, markers: Marker[]): void {
 }
 
 /** Small red triangles along the top edge at steps whose value was NaN or Inf. */
-export function drawNonfinite(u: uPlot, steps: number[]): void {
+export function drawNonfinite(u: uPlot, steps: number[], group: ChartGroup): void {
   if (!steps.length) return;
   const {ctx, bbox} = u;
   const size = 5 * devicePixelRatio;
   ctx.save();
   ctx.fillStyle = NONFINITE_COLOR;
   for (const step of steps) {
-    const x = u.valToPos(step, 'x', true);
+    const x = u.valToPos(group.toX(step), 'x', true);
     if (x < bbox.left - 1 || x > bbox.left + bbox.width + 1) continue;
     ctx.beginPath();
     ctx.moveTo(x - size, bbox.top);

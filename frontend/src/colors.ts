@@ -30,3 +30,27 @@ export function rampColor(t: number): string {
 export function rampGradientCss(): string {
   return `linear-gradient(to right, ${RAMP.map(([r, g, b]) => `rgb(${r},${g},${b})`).join(', ')})`;
 }
+
+/** TensorBoard's default run palette (its settings' "Default" palette: light and dark hex). */
+const TB_PALETTE: [string, string][] = [
+  ['#425066', '#8e98a3'], ['#12b5cb', '#12b5cb'], ['#e52592', '#e52592'], ['#f9ab00', '#f9ab00'],
+  ['#9334e6', '#9334e6'], ['#7cb342', '#7cb342'], ['#e8710a', '#e8710a'],
+];
+
+/** Runs in the order TensorBoard lists them (`/data/runs`): it colours run i with palette[i % 7],
+ * keeping a run's colour once given, so new runs only append. */
+const tbOrder = new Map<string, number>();
+
+export function setTensorBoardRuns(runs: string[]): void {
+  for (const run of runs) if (!tbOrder.has(run)) tbOrder.set(run, tbOrder.size);
+}
+
+/** A run's colour: TensorBoard's for the same run when it lists it, else from our palette. */
+export function runColor(run: string, index: number): string {
+  const order = tbOrder.get(run);
+  if (order !== undefined) {
+    const dark = document.documentElement.dataset.theme === 'dark';
+    return TB_PALETTE[order % TB_PALETTE.length][dark ? 1 : 0];
+  }
+  return RUN_PALETTE[((index % RUN_PALETTE.length) + RUN_PALETTE.length) % RUN_PALETTE.length];
+}

@@ -6,11 +6,16 @@ import uPlot from 'uplot';
 import {api, isAbort, type Range, type RunSummary, type SeriesResponse} from './api';
 import {chartCard, type Card} from './card';
 import {ChartGroup, type GroupMember} from './chartGroup';
-import {groupCursor, groupHooks, plotWidth, stepAxisValues, valueAxisValues, xRange} from './charts';
-import {RUN_PALETTE} from './colors';
+import {groupCursor, groupHooks, plotWidth, themedAxes, xLabel, xLegendValue, xRange} from './charts';
+import {runColor} from './colors';
+import {SettingsBar} from './controls';
+import {smooth, useLog, yRange} from './scaling';
+import {onSettings, settings} from './settings';
+import {onTheme} from './theme';
 import {el} from './dom';
 import {formatNumber, formatStep, visibleName} from './format';
 import {bindText, label, t} from './i18n';
+import {countsCell} from './overview';
 
 interface LossStats {
   final: number | null;
@@ -40,12 +45,24 @@ export function bestRun(runs: RunSummary[], stats: Map<string, LossStats>): stri
   return best;
 }
 
+/** A run's x values in the current axis mode: steps, or its own clock (relative to its start). */
+function runXs(response: SeriesResponse): number[] {
+  if (settings.xAxis === 'step' || !response.wall_times) return response.steps;
+  const origin = settings.xAxis === 'relative' ? (response.first_wall_time ?? response.wall_times[0] ?? 0) : 0;
+  let latest = -Infinity;
+  // uPlot needs ascending x: a clock that went backwards (a restart) is held flat
+  return response.wall_times.map((w) => (latest = Math.max(latest, w - origin)));
+}
+
 class CompareChart implements GroupMember {
   readonly card: Card;
   ready = false;
   private plot: uPlot | null = null;
+  private plotLog: boolean | null = null;
   private inflight: AbortController | null = null;
   private runs: RunSummary[] = [];
+  private last: {runs: RunSummary[]; responses: SeriesResponse[]} | null = null;
+  private drawn: (number | null)[][] = [];
   private readonly resize: ResizeObserver;
 
   constructor(
@@ -60,6 +77,7 @@ class CompareChart implements GroupMember {
 
   setRuns(runs: RunSummary[]): void {
     this.runs = runs;
+    this.last = null;
     this.plot?.destroy();
     this.plot = null;
   }
@@ -68,7 +86,22 @@ class CompareChart implements GroupMember {
     this.plot?.setScale('x', {min: range.start, max: range.end});
   }
 
+  redraw(): void {
+    this.plot?.redraw(false, true);
+  }
+
+  rebuild(): void {
+    this.plot?.destroy();
+    this.plot = null;
+    if (this.last) this.show(this.last.runs, this.last.responses);
+  }
+
   async reload(): Promise<void> {
+    // on a time axis the runs do not share a step -> time map: zoom locally on what is loaded
+    if (!this.group.zoomInSteps() && this.last) {
+      this.rebuild();
+      return;
+    }
     this.inflight?.abort();
     const controller = new AbortController();
     this.inflight = controller;
@@ -78,7 +111,7 @@ class CompareChart implements GroupMember {
     const withLoss = this.runs.filter((r) => r.signals?.loss);
     try {
       const responses = await Promise.all(
-        withLoss.map((r) => api.series(r.run, r.signals.loss, width, this.group.zoom, controller.signal)),
+        withLoss.map((r) => api.series(r.run, r.signals.loss, width, this.group.requestRange(), controller.signal)),
       );
       if (controller.signal.aborted) return;
       this.show(withLoss, responses);
@@ -90,6 +123,7 @@ class CompareChart implements GroupMember {
   }
 
   private show(runs: RunSummary[], responses: SeriesResponse[]): void {
+    this.last = {runs, responses};
     if (this.group.zoom === null) {
       const stats = new Map<string, LossStats>();
       responses.forEach((r, i) => stats.set(runs[i].run, {final: lastFinite(r.mean), best: minFinite(r.min)}));
@@ -100,19 +134,35 @@ class CompareChart implements GroupMember {
       this.ready = true;
       return;
     }
-    // Per run: its mean line plus a faint min/max band, so a spike keeps its height here too.
-    const table = uPlot.join(responses.map((r) => [r.steps, r.mean, r.min, r.max] as uPlot.AlignedData));
+    const log = useLog(responses.flatMap((r) => [r.min, r.max]));
+    const fix = log ? (v: (number | null)[]) => v.map((x) => (x !== null && x > 0 ? x : null)) : (v: (number | null)[]) => v;
+    // Per run: its smoothed line over the faint raw mean and a faint min/max band, so a spike
+    // keeps its height here too.
+    const tables = responses.map((r) => {
+      const perBucket = r.steps.length ? r.total_points / r.steps.length : 1;
+      return [runXs(r), fix(smooth(r.mean, settings.smoothing, perBucket)), fix(r.mean), fix(r.min), fix(r.max)] as uPlot.AlignedData;
+    });
+    const table = uPlot.join(tables);
+    this.drawn = table.slice(1).filter((_, i) => i % 4 === 1) as (number | null)[][]; // the raw means
+    this.card.root.dataset.scale = log ? 'log' : 'linear';
+    if (this.plot && this.plotLog !== log) {
+      this.plot.destroy();
+      this.plot = null;
+    }
     if (!this.plot) {
-      const series: uPlot.Series[] = [{label: t('step'), value: (_u, v) => formatStep(v)}];
+      this.plotLog = log;
+      const value = (_u: uPlot, v: number | null) => formatNumber(v);
+      const series: uPlot.Series[] = [{label: xLabel(), value: xLegendValue}];
       const bands: uPlot.Band[] = [];
       for (const run of runs) {
-        const color = RUN_PALETTE[this.runs.indexOf(run) % RUN_PALETTE.length];
-        const mean = series.length;
-        series.push({label: visibleName(run.run), stroke: color, width: 1.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
+        const color = runColor(run.run, this.runs.indexOf(run));
+        const first = series.length;
+        series.push({label: visibleName(run.run), stroke: color, width: 1.6, spanGaps: true, value});
+        series.push({label: `${visibleName(run.run)} ${t('mean')}`, stroke: `${color}50`, width: 0.8, spanGaps: true, show: settings.smoothing > 0, value});
         for (const bound of ['min', 'max']) {
-          series.push({label: `${visibleName(run.run)} ${t(bound)}`, stroke: `${color}55`, width: 0.5, spanGaps: true, value: (_u, v) => formatNumber(v)});
+          series.push({label: `${visibleName(run.run)} ${t(bound)}`, stroke: `${color}30`, width: 0.5, spanGaps: true, value});
         }
-        bands.push({series: [mean + 2, mean + 1], fill: `${color}1a`});
+        bands.push({series: [first + 3, first + 2], fill: `${color}14`});
       }
       this.plot = new uPlot(
         {
@@ -120,28 +170,28 @@ class CompareChart implements GroupMember {
           height: 300,
           cursor: groupCursor(this.group),
           legend: {show: true, live: true},
-          scales: {x: {time: false, range: xRange(this.group)}},
-          axes: [
-            {values: stepAxisValues, size: 30, gap: 2},
-            {values: valueAxisValues, size: 60, gap: 2},
-          ],
+          scales: {
+            x: {time: settings.xAxis === 'wall', range: xRange(this.group)},
+            y: {distr: log ? 3 : 1, range: yRange(log, () => this.drawn)},
+          },
+          axes: themedAxes(),
           series,
           bands,
-          hooks: {...groupHooks(this.group, this.card.root), draw: [() => this.drawn()]},
+          hooks: {...groupHooks(this.group, this.card.root), draw: [() => this.drawn_()]},
         },
         table,
         this.card.body,
       );
-      // the legend lists runs only; their band edges stay out of it
+      // the legend lists runs only; their raw means and band edges stay out of it
       this.plot.root.querySelectorAll<HTMLElement>('.u-legend .u-series').forEach((row, i) => {
-        if (i > 0 && (i - 1) % 3 !== 0) row.hidden = true;
+        if (i > 0 && (i - 1) % 4 !== 0) row.hidden = true;
       });
     } else {
       this.plot.setData(table, true);
     }
   }
 
-  private drawn(): void {
+  private drawn_(): void {
     if (this.card.root.dataset.state === 'loading') this.card.setState('ready');
     this.ready = true;
   }
@@ -160,9 +210,11 @@ export class CompareView {
   private readonly tbody = el('tbody');
   private readonly hint = el('p', {class: 'muted'});
   private readonly picker = el('div', {class: 'run-picker'});
+  private readonly settingsBar = new SettingsBar();
   private runs: RunSummary[] = [];
   private stats = new Map<string, LossStats>();
   private shownKey = '';
+  private readonly table: HTMLElement;
 
   constructor(
     private readonly openRun: (run: string) => void,
@@ -182,13 +234,30 @@ export class CompareView {
       bindText(el('th', {class: 'num'}), 'finalLoss'),
       bindText(el('th', {class: 'num'}), 'bestLoss'),
     ]);
+    this.table = el('table', {class: 'runs-table compare-table'}, [el('thead', {}, [head]), this.tbody]);
     this.root = el('div', {class: 'compare-view'}, [
       this.picker,
       this.hint,
+      this.settingsBar.root,
       this.chart.card.root,
-      el('table', {class: 'runs-table compare-table'}, [el('thead', {}, [head]), this.tbody]),
+      this.table,
       bindText(el('p', {class: 'muted'}), 'bestHint'),
     ]);
+    onSettings((changed) => {
+      if (changed === 'xAxis') {
+        // steps and seconds do not convert across runs: a new axis starts unzoomed
+        this.group.zoom = null;
+        this.group.extent = settings.xAxis === 'step' ? this.stepExtent() : null;
+      }
+      this.group.rebuildAll();
+    });
+    onTheme(() => this.group.rebuildAll()); // run colours have a dark variant
+  }
+
+  private stepExtent(): Range | null {
+    const firsts = this.runs.map((r) => r.steps?.first).filter((s): s is number => s !== undefined);
+    const lasts = this.runs.map((r) => r.steps?.last).filter((s): s is number => s !== undefined);
+    return firsts.length ? {start: Math.min(...firsts), end: Math.max(...lasts)} : null;
   }
 
   /** Every run as a toggle, so the comparison can be changed without leaving the view. */
@@ -214,7 +283,10 @@ export class CompareView {
     const key = selected.map((r) => `${r.run}|${r.steps?.last}|${r.last_update}`).join('\n');
     const selectionChanged = selected.map((r) => r.run).join('\n') !== this.runs.map((r) => r.run).join('\n');
     this.runs = selected;
-    if (selected.length < 2) bindText(this.hint, 'pickRuns');
+    // nothing to compare yet: no empty chart, no empty table, just what to do
+    const comparing = selected.length >= 2;
+    for (const node of [this.settingsBar.root, this.chart.card.root, this.table]) node.hidden = !comparing;
+    if (!comparing) bindText(this.hint, 'pickRuns');
     else {
       delete this.hint.dataset.i18n;
       this.hint.textContent = '';
@@ -226,13 +298,12 @@ export class CompareView {
       this.chart.setRuns(selected);
       this.group.zoom = null;
     }
-    const firsts = selected.map((r) => r.steps?.first).filter((s): s is number => s !== undefined);
-    const lasts = selected.map((r) => r.steps?.last).filter((s): s is number => s !== undefined);
-    this.group.extent = firsts.length ? {start: Math.min(...firsts), end: Math.max(...lasts)} : null;
-    await this.group.reloadAll();
+    this.group.extent = settings.xAxis === 'step' ? this.stepExtent() : null;
+    if (comparing) await this.group.reloadAll();
   }
 
   relabel(): void {
+    this.settingsBar.render();
     this.renderTable();
   }
 
@@ -241,7 +312,7 @@ export class CompareView {
     const rows = this.runs.map((run, i) => {
       const stats = this.stats.get(run.run);
       const swatch = el('span', {class: 'swatch'});
-      swatch.style.background = RUN_PALETTE[i % RUN_PALETTE.length];
+      swatch.style.background = runColor(run.run, i);
       const counts = run.counts ?? {info: 0, warning: 0, critical: 0};
       return el('tr', {class: run.run === best ? 'best-row' : '', data: {run: run.run}}, [
         el('td', {}, [swatch]),
@@ -260,11 +331,7 @@ export class CompareView {
           run.run === best ? el('span', {class: 'badge best', text: t('best')}) : null,
         ]),
         el('td', {}, [el('span', {class: `badge status-${run.status}`, text: label('status', run.status)})]),
-        el('td', {class: 'counts'}, [
-          el('span', {class: 'count sev-critical', text: String(counts.critical)}),
-          el('span', {class: 'count sev-warning', text: String(counts.warning)}),
-          el('span', {class: 'count sev-info', text: String(counts.info)}),
-        ]),
+        countsCell(counts),
         el('td', {class: 'worst', text: run.worst ? `${label('kind', run.worst.kind)} @ ${formatStep(run.worst.step)}` : '—', title: run.worst?.message ?? ''}),
         el('td', {class: 'num', text: formatStep(run.steps?.last)}),
         el('td', {class: 'num', text: formatNumber(stats?.final)}),

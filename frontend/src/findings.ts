@@ -3,9 +3,11 @@
 
 import type {Finding} from './api';
 import {el} from './dom';
-import {formatEvidence, formatStep} from './format';
+import {evidenceBlock} from './evidence';
+import {formatStep} from './format';
 import {findingTextZh} from './findingsZh';
 import {bindText, label, lang, t} from './i18n';
+import {scalarsUrl} from './tbLinks';
 
 export function findingKey(finding: Finding): string {
   return `${finding.kind}@${finding.step}:${finding.tag}`;
@@ -24,14 +26,13 @@ function stepText(finding: Finding): string {
   return `${t('step')} ${formatStep(finding.step)}`;
 }
 
-function evidenceList(evidence: Record<string, unknown>): HTMLElement | null {
-  const entries = Object.entries(evidence).filter(([name]) => name !== 'advice');
-  if (!entries.length) return null;
-  return el(
-    'dl',
-    {class: 'evidence'},
-    entries.flatMap(([name, value]) => [el('dt', {text: name}), el('dd', {text: formatEvidence(value)})]),
-  );
+/** In English, the diagnosis's cause sentence, unless the message already says it. */
+function causeLine(finding: Finding): HTMLElement | null {
+  const detail = finding.evidence?.cause_detail;
+  if (typeof detail !== 'string' || !detail) return null;
+  const norm = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, ' ').trim();
+  if (norm(finding.message).includes(norm(detail))) return null;
+  return el('p', {class: 'finding-cause'}, [el('strong', {text: `${t('likelyCause')}: `}), detail[0].toUpperCase() + detail.slice(1)]);
 }
 
 /** In Chinese: the kind's meaning, the likely cause and what to do, then the English message
@@ -42,7 +43,13 @@ function chineseBody(finding: Finding): HTMLElement[] {
     el('p', {class: 'finding-message', text: text.meaning || finding.message}),
     text.cause ? el('p', {class: 'finding-cause'}, [el('strong', {text: `${t('likelyCause')}：`}), text.cause]) : null,
     text.todo ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}：`}), text.todo]) : null,
-    text.meaning ? el('p', {class: 'finding-original muted', attrs: {lang: 'en'}}, [el('strong', {text: `${t('originalMessage')}：`}), finding.message]) : null,
+    // the English message carries this finding's exact figures: one click away
+    text.meaning
+      ? el('details', {class: 'finding-original', on: {click: (event) => event.stopPropagation()}}, [
+          bindText(el('summary'), 'originalMessage'),
+          el('p', {class: 'muted', text: finding.message, attrs: {lang: 'en'}}),
+        ])
+      : null,
   ];
   return parts.filter((node): node is HTMLElement => node !== null);
 }
@@ -52,6 +59,7 @@ export function renderFindings(
   findings: Finding[],
   activeKey: string | null,
   onSelect: (finding: Finding) => void,
+  run: string | null = null,
 ): void {
   const scroll = container.scrollTop;
   if (!findings.length) {
@@ -80,9 +88,21 @@ export function renderFindings(
           el('span', {class: 'finding-kind', text: label('kind', finding.kind)}),
           el('span', {class: 'finding-steps', text: stepText(finding)}),
         ]),
-        ...(lang() === 'zh' ? chineseBody(finding) : [el('p', {class: 'finding-message', text: finding.message})]),
-        finding.tag ? el('div', {class: 'finding-tag', text: finding.tag}) : null,
-        finding.evidence ? evidenceList(finding.evidence) : null,
+        ...(lang() === 'zh' ? chineseBody(finding) : [el('p', {class: 'finding-message', text: finding.message}), causeLine(finding)]),
+        finding.tag
+          ? el('div', {class: 'finding-tag'}, [
+              el('span', {text: finding.tag}),
+              run
+                ? el('a', {
+                    class: 'tb-link',
+                    text: `${t('scalars')} ↗`,
+                    attrs: {href: scalarsUrl(run, finding.tag), target: '_top'},
+                    on: {click: (event) => event.stopPropagation()},
+                  })
+                : null,
+            ])
+          : null,
+        finding.evidence ? evidenceBlock(finding.evidence) : null,
         advice && lang() !== 'zh' ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}: `}), advice]) : null,
       ],
     );

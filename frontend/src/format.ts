@@ -13,13 +13,6 @@ export function formatStep(step: number | null | undefined): string {
   return Math.round(step).toLocaleString('en-US');
 }
 
-export function formatEvidence(value: unknown): string {
-  if (typeof value === 'number') return formatNumber(value);
-  if (Array.isArray(value)) return value.length > 6 ? `[${value.slice(0, 6).map(formatEvidence).join(', ')}, …]` : `[${value.map(formatEvidence).join(', ')}]`;
-  if (value && typeof value === 'object') return JSON.stringify(value);
-  return String(value);
-}
-
 /** Seconds since `epochSeconds`, as a short relative phrase via the given unit labels. */
 export function ageSeconds(epochSeconds: number | null | undefined, nowMs = Date.now()): number | null {
   if (epochSeconds === null || epochSeconds === undefined) return null;

@@ -4,7 +4,9 @@
 import type {RunSummary, Severity} from './api';
 import {el} from './dom';
 import {ageSeconds, formatStep, visibleName} from './format';
-import {bindText, label, relativeAge, t} from './i18n';
+import {findingTextZh} from './findingsZh';
+import {bindText, label, lang, relativeAge, t} from './i18n';
+import {setTip} from './tooltip';
 import type {AppState, SortKey} from './state';
 
 const STATUS_RANK: Record<string, number> = {no_data: 0, healthy: 1, warning: 2, critical: 3};
@@ -68,12 +70,48 @@ function sortValue(run: RunSummary, key: SortKey): number | string {
   }
 }
 
+/** Sorted by `key`; ties go to the most recently updated run, then by name. */
 function compareBy(key: SortKey, descending: boolean) {
   return (a: RunSummary, b: RunSummary): number => {
     const [va, vb] = [sortValue(a, key), sortValue(b, key)];
-    const order = va < vb ? -1 : va > vb ? 1 : a.run.localeCompare(b.run);
-    return descending ? -order : order;
+    if (va !== vb) return (va < vb ? -1 : 1) * (descending ? -1 : 1);
+    const updated = (b.last_update ?? -1) - (a.last_update ?? -1);
+    return updated !== 0 ? updated : a.run.localeCompare(b.run);
   };
+}
+
+/** Finding counts as one line of pills (zeros left out), or a muted 0. */
+export function countsCell(counts: Record<Severity, number>): HTMLElement {
+  const pills = (['critical', 'warning', 'info'] as Severity[])
+    .filter((s) => (counts[s] ?? 0) > 0)
+    .map((s) => setTip(el('span', {class: `count sev-${s}`, text: String(counts[s]), data: {severity: s}}), `${counts[s]} × ${label('severity', s)}`));
+  return el('td', {class: 'counts'}, pills.length ? pills : [el('span', {class: 'muted', text: '0'})]);
+}
+
+/** The worst finding's text in the chosen language; the English message is its tooltip in Chinese. */
+function worstText(worst: NonNullable<RunSummary['worst']>): {text: string; tip: string} {
+  if (lang() !== 'zh') return {text: worst.message, tip: worst.message};
+  const zh = findingTextZh(worst.kind, worst.severity, null).meaning;
+  return {text: zh || worst.message, tip: `${t('originalMessage')}: ${worst.message}`};
+}
+
+/** Shell quoting for a path in the suggested command. */
+function quoted(path: string): string {
+  return /^[\w./:-]+$/.test(path) ? path : `'${path.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The hint for runs read from MindSpore summaries: TensorBoard's own tabs need them converted. */
+export function convertHint(runs: number, logdir: string): HTMLElement[] {
+  const source = logdir || '<logdir>';
+  const target = logdir ? `${logdir.replace(/\/+$/, '')}_tensorboard` : '<output>';
+  const command = `tb-health convert ${quoted(source)} ${quoted(target)}`;
+  const copy = el('button', {class: 'btn', attrs: {type: 'button'}, text: t('copy')});
+  copy.addEventListener('click', () => {
+    void navigator.clipboard?.writeText(command).then(() => {
+      copy.textContent = t('copied');
+    });
+  });
+  return [el('span', {text: t('convertHint', {n: runs})}), el('code', {class: 'command', text: command}), copy];
 }
 
 export class Overview {
@@ -81,11 +119,12 @@ export class Overview {
   private runs: RunSummary[] = [];
   private loaded = false;
   private readonly tbody = el('tbody');
-  private readonly statusSelect = el('select', {class: 'input', attrs: {'aria-label': 'status'}});
-  private readonly kindSelect = el('select', {class: 'input', attrs: {'aria-label': 'kind'}});
+  private readonly statusSelect = el('select', {class: 'input'});
+  private readonly kindSelect = el('select', {class: 'input'});
   private readonly nameInput = el('input', {class: 'input name-filter', attrs: {type: 'search'}});
   private readonly compareButton = el('button', {class: 'btn primary', attrs: {type: 'button'}});
   private readonly message = el('p', {class: 'empty'});
+  private readonly convertHint = el('div', {class: 'convert-hint', attrs: {hidden: ''}});
   private readonly headCells = new Map<SortKey, HTMLElement>();
 
   constructor(
@@ -106,6 +145,15 @@ export class Overview {
       this.renderRows();
     });
     this.compareButton.addEventListener('click', () => actions.openCompare());
+    // keyboard: arrows walk the runs (their links), Enter opens one
+    this.tbody.addEventListener('keydown', (event) => {
+      if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') return;
+      const links = [...this.tbody.querySelectorAll<HTMLElement>('a.run-link, tr.job-row button.toggle')];
+      const current = links.findIndex((link) => link === document.activeElement);
+      if (current < 0) return;
+      event.preventDefault();
+      links[Math.max(0, Math.min(links.length - 1, current + (event.key === 'ArrowDown' ? 1 : -1)))].focus();
+    });
     const head = el('tr', {}, [
       el('th', {class: 'col-check'}),
       this.sortHeader('run', 'colRun'),
@@ -117,6 +165,7 @@ export class Overview {
     ]);
     this.root = el('div', {class: 'overview'}, [
       el('div', {class: 'toolbar'}, [this.nameInput, this.statusSelect, this.kindSelect, el('span', {class: 'spacer'}), this.compareButton]),
+      this.convertHint,
       el('table', {class: 'runs-table'}, [el('thead', {}, [head]), this.tbody]),
       this.message,
     ]);
@@ -143,7 +192,11 @@ export class Overview {
     return cell;
   }
 
-  update(runs: RunSummary[]): void {
+  /** The logdir, for the `tb-health convert` command line. */
+  logdir = '';
+
+  update(runs: RunSummary[], logdir = ''): void {
+    this.logdir = logdir;
     this.runs = runs;
     this.loaded = true;
     const known = new Set(runs.map((r) => r.run));
@@ -154,6 +207,9 @@ export class Overview {
 
   relabel(): void {
     this.nameInput.placeholder = t('filterName');
+    this.nameInput.setAttribute('aria-label', t('filterName'));
+    this.statusSelect.setAttribute('aria-label', t('colStatus'));
+    this.kindSelect.setAttribute('aria-label', t('allKinds'));
     this.renderStatusOptions();
     this.renderKindOptions();
     this.renderRows();
@@ -218,6 +274,9 @@ export class Overview {
       if (!collapsed) for (const member of entry.members) rows.push(this.runRow(member, true));
     }
     this.tbody.replaceChildren(...rows);
+    const mindspore = this.runs.filter((r) => r.source === 'mindspore').length;
+    this.convertHint.hidden = mindspore === 0;
+    if (mindspore) this.convertHint.replaceChildren(...convertHint(mindspore, this.logdir));
     const n = this.state.compare.size;
     bindText(this.compareButton, 'compareSelected', {n});
     this.compareButton.disabled = n < 2;
@@ -232,21 +291,20 @@ export class Overview {
 
   private commonCells(run: RunSummary): HTMLElement[] {
     const counts = run.counts ?? {info: 0, warning: 0, critical: 0};
-    const countPills = (['critical', 'warning', 'info'] as Severity[])
-      .filter((s) => counts[s] > 0)
-      .map((s) => el('span', {class: `count sev-${s}`, text: String(counts[s]), title: label('severity', s)}));
-    const worst = run.worst
-      ? el('td', {class: 'worst', title: run.worst.message}, [
-          el('span', {class: `dot sev-${run.worst.severity}`}),
-          el('span', {class: 'worst-kind', text: label('kind', run.worst.kind)}),
-          el('span', {class: 'muted', text: ` @ ${formatStep(run.worst.step)}`}),
-          el('div', {class: 'worst-message', text: run.worst.message}),
-        ])
-      : el('td', {class: 'worst muted', text: '—'});
+    let worst: HTMLElement;
+    if (run.worst) {
+      const {text, tip} = worstText(run.worst);
+      worst = el('td', {class: 'worst'}, [
+        el('span', {class: `dot sev-${run.worst.severity}`}),
+        el('span', {class: 'worst-kind', text: label('kind', run.worst.kind)}),
+        el('span', {class: 'muted', text: ` · ${t('step')} ${formatStep(run.worst.step)}`}),
+        setTip(el('div', {class: 'worst-message', text, attrs: {tabindex: '0'}}), tip, 'en'),
+      ]);
+    } else worst = el('td', {class: 'worst muted', text: '—'});
     const age = ageSeconds(run.last_update);
     return [
       el('td', {}, [el('span', {class: `badge status-${run.status}`, text: label('status', run.status)})]),
-      el('td', {class: 'counts'}, countPills.length ? countPills : [el('span', {class: 'muted', text: '0'})]),
+      countsCell(counts),
       worst,
       el('td', {class: 'num', text: formatStep(run.steps?.last)}),
       el('td', {
@@ -266,7 +324,8 @@ export class Overview {
       this.renderRows();
       this.actions.changed();
     });
-    const chips = Object.keys(run.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role), title: run.signals[role]}));
+    // what the run logged: shown on hover or focus, not repeated on every row
+    const chips = Object.keys(run.signals ?? {}).map((role) => setTip(el('span', {class: 'chip', text: label('signal', role)}), run.signals[role]));
     const name = el('a', {
       class: 'run-link',
       text: visibleName(run.run),
@@ -279,9 +338,9 @@ export class Overview {
         },
       },
     });
-    return el('tr', {class: inJob ? 'run-row in-job' : 'run-row', data: {run: run.run, status: run.status}}, [
+    return el('tr', {class: inJob ? 'run-row in-job' : 'run-row', data: {run: run.run, status: run.status, updated: String(run.last_update ?? '')}}, [
       el('td', {class: 'col-check'}, [checkbox]),
-      el('td', {class: 'run-cell'}, [name, el('div', {class: 'chips'}, chips)]),
+      el('td', {class: 'run-cell'}, [name, chips.length ? el('div', {class: 'chips row-signals'}, chips) : null]),
       ...this.commonCells(run),
     ]);
   }
@@ -300,7 +359,7 @@ export class Overview {
         },
       },
     });
-    return el('tr', {class: 'job-row', data: {job}}, [
+    return el('tr', {class: 'job-row', data: {job, status: entry.aggregate.status, updated: String(entry.aggregate.last_update ?? '')}}, [
       el('td', {class: 'col-check'}, [toggle]),
       el('td', {class: 'run-cell'}, [
         el('span', {class: 'job-name', text: t('job', {name: job})}),

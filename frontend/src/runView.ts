@@ -9,7 +9,15 @@ import {el} from './dom';
 import {findingKey, renderFindings} from './findings';
 import {formatStep, visibleName} from './format';
 import {GradientHeatmap} from './heatmap';
+import {convertHint} from './overview';
+import {download, fileName, findingsCsv, findingsJson} from './download';
+import {setTip} from './tooltip';
+import {SettingsBar} from './controls';
+import {runColor} from './colors';
 import {bindText, label, t} from './i18n';
+import {onSettings, settings} from './settings';
+import {onTheme} from './theme';
+import {Timeline} from './xaxis';
 
 interface ChartPlan {
   id: string;
@@ -22,14 +30,16 @@ interface ChartPlan {
   markers?: boolean;
   optional?: boolean; // no "not logged" row when absent
   peakRole?: string; // a window-maximum series drawn over this one when logged
+  perRank?: boolean; // a job's other ranks drawn beside this run
 }
 
+// Step time (or throughput) sits next to the loss: a slow step or a slow rank explains a stalled run.
 const CHARTS: ChartPlan[] = [
-  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], peakRole: 'loss_max', color: '#1a73e8', height: 220, wide: true, markers: true},
+  {id: 'loss', titleKey: 'chartLoss', roles: ['loss'], peakRole: 'loss_max', color: '#1a73e8', height: 220, markers: true},
+  {id: 'throughput', titleKey: 'chartThroughput', roles: ['step_time_ms', 'step_time_s', 'throughput'], color: '#12858a', height: 220, markers: true, perRank: true},
   {id: 'lr', titleKey: 'chartLr', roles: ['lr'], color: '#188038', markers: true},
   {id: 'grad_norm', titleKey: 'chartGradNorm', roles: ['grad_norm'], color: '#a142f4', log: true, markers: true},
   {id: 'loss_scale', titleKey: 'chartLossScale', roles: ['loss_scale'], color: '#e37400', log: true},
-  {id: 'throughput', titleKey: 'chartThroughput', roles: ['throughput', 'step_time_ms', 'step_time_s'], color: '#12858a'},
   {id: 'eval_loss', titleKey: 'chartEvalLoss', roles: ['eval_loss'], color: '#c5221f', markers: true, optional: true},
 ];
 
@@ -54,6 +64,10 @@ export class RunView {
   private readonly findingsPane = el('div', {class: 'findings-pane'});
   private readonly grid = el('div', {class: 'chart-grid'});
   private readonly resetButton: HTMLButtonElement;
+  private readonly settingsBar = new SettingsBar();
+  private readonly convertNote = el('div', {class: 'convert-hint', attrs: {hidden: ''}});
+  /** The logdir, for the `tb-health convert` command line. */
+  logdir = '';
   private group: ChartGroup | null = null;
   private charts: EnvelopeChart[] = [];
   private run: string | null = null;
@@ -63,7 +77,7 @@ export class RunView {
   private summary: RunSummary | null = null;
   private loading: AbortController | null = null;
 
-  private allRuns: string[] = [];
+  private allRuns: RunSummary[] = [];
 
   /** `switchRun` opens another run from the header's run menu. */
   constructor(private readonly switchRun: (run: string) => void = () => undefined) {
@@ -74,15 +88,91 @@ export class RunView {
     this.root = el('div', {class: 'run-view'}, [
       this.header,
       el('div', {class: 'run-body'}, [
-        el('aside', {class: 'findings-aside'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), this.findingsPane]),
-        el('div', {class: 'charts-pane'}, [this.grid]),
+        el('aside', {class: 'findings-aside'}, [
+          el('div', {class: 'pane-header'}, [bindText(el('h3', {class: 'pane-title'}), 'findings'), ...this.downloadButtons()]),
+          this.findingsPane,
+        ]),
+        el('div', {class: 'charts-pane'}, [this.convertNote, this.settingsBar.root, this.grid]),
       ]),
     ]);
+    onSettings((changed) => void this.settingsChanged(changed));
+    // keyboard: arrows walk the findings (zooming to each), Esc leaves a zoom
+    this.findingsPane.addEventListener('keydown', (event) => this.findingsKey(event));
+    this.root.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape' && this.group?.zoom) {
+        event.preventDefault();
+        this.group.zoomTo(null);
+      }
+    });
+    onTheme(() => this.group?.redrawAll());
   }
 
-  /** Every run's name, for the header's run menu. */
-  setRunNames(runs: string[]): void {
+  private downloadButtons(): HTMLElement[] {
+    const button = (key: string, extension: string, type: string, write: (run: string, findings: Finding[]) => string) =>
+      setTip(
+        bindText(
+          el('button', {
+            class: 'btn small',
+            data: {download: extension},
+            attrs: {type: 'button'},
+            on: {click: () => this.run && download(fileName(this.run, extension), write(this.run, this.findings), type)},
+          }),
+          key,
+        ),
+        t('downloadHint'),
+      );
+    return [button('downloadCsv', 'csv', 'text/csv;charset=utf-8', findingsCsv), button('downloadJson', 'json', 'application/json', findingsJson)];
+  }
+
+  private findingsKey(event: KeyboardEvent): void {
+    if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') return;
+    const items = [...this.findingsPane.querySelectorAll<HTMLElement>('li.finding')];
+    if (!items.length) return;
+    event.preventDefault();
+    const current = items.findIndex((item) => item === document.activeElement || item.contains(document.activeElement));
+    const next = current < 0 ? 0 : Math.max(0, Math.min(items.length - 1, current + (event.key === 'ArrowDown' ? 1 : -1)));
+    const finding = this.findings.find((f) => findingKey(f) === items[next].dataset.key);
+    if (finding) this.focusFinding(finding);
+    this.findingsPane.querySelector<HTMLElement>(`li.finding[data-key="${CSS.escape(items[next].dataset.key ?? '')}"]`)?.focus();
+  }
+
+  private async settingsChanged(changed: string): Promise<void> {
+    const group = this.group;
+    if (!group || !this.summary) return;
+    if (changed === 'xAxis') await this.loadTimeline(this.summary, group);
+    group.rebuildAll();
+  }
+
+  /** The run's step -> wall-time map, needed once the x axis shows time. */
+  private async loadTimeline(summary: RunSummary, group: ChartGroup, force = false): Promise<void> {
+    if (settings.xAxis === 'step' || (group.timeline && !force)) return;
+    const signals = summary.signals ?? {};
+    const tag = signals.loss ?? Object.values(signals)[0];
+    if (!tag) return;
+    try {
+      const data = await api.series(summary.run, tag, 4000);
+      if (data.wall_times && data.first_wall_time !== undefined && data.first_wall_time !== null) {
+        group.timeline = new Timeline(data.steps, data.wall_times, data.first_wall_time);
+      }
+    } catch (error) {
+      if (!isAbort(error)) group.timeline = null; // the axis stays in steps
+    }
+  }
+
+  /** Every run, for the header's run menu and a job's other ranks. */
+  setRuns(runs: RunSummary[]): void {
     this.allRuns = runs;
+  }
+
+  /** The other ranks of this run's job that log `role`, as thin lines beside it. */
+  private rankOverlays(run: string, role: string): {run: string; tag: string; color: string}[] {
+    const job = this.allRuns.find((r) => r.run === run)?.job;
+    if (!job) return [];
+    const ranks = this.allRuns.filter((r) => r.job === job);
+    if (ranks.length < 2) return [];
+    return ranks
+      .map((r, i) => ({run: r.run, tag: r.signals?.[role] ?? '', color: runColor(r.run, i)}))
+      .filter((o) => o.run !== run && o.tag);
   }
 
   currentRun(): string | null {
@@ -135,6 +225,7 @@ export class RunView {
     });
     // The runs route already names the tag of every role: no round trip before the charts fetch.
     this.buildCharts(summary.run, summary.signals ?? {}, group);
+    await this.loadTimeline(summary, group);
     await Promise.all([group.reloadAll(), this.loadFindings(summary.run, controller.signal)]);
   }
 
@@ -143,6 +234,7 @@ export class RunView {
     if (!group) return;
     group.extent = summary.steps ? {start: summary.steps.first, end: summary.steps.last} : null;
     const controller = this.loading ?? new AbortController();
+    await this.loadTimeline(summary, group, true);
     await Promise.all([group.reloadAll(), this.loadFindings(summary.run, controller.signal)]);
   }
 
@@ -159,7 +251,7 @@ export class RunView {
   }
 
   private renderFindingsList(): void {
-    renderFindings(this.findingsPane, this.findings, this.activeKey, (finding) => this.focusFinding(finding));
+    renderFindings(this.findingsPane, this.findings, this.activeKey, (finding) => this.focusFinding(finding), this.run);
   }
 
   focusFinding(finding: Finding): void {
@@ -178,7 +270,7 @@ export class RunView {
     this.charts = [];
     for (const plan of CHARTS) {
       const role = plan.roles.find((r) => signals[r]);
-      const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? 'chartStepTime' : plan.titleKey;
+      const titleKey = plan.id === 'throughput' && role && role !== 'throughput' ? (role === 'step_time_s' ? 'chartStepTimeS' : 'chartStepTime') : plan.titleKey;
       const tag = role ? signals[role] : '';
       if (!tag && plan.optional) continue;
       if (!tag) {
@@ -199,19 +291,26 @@ export class RunView {
           wide: plan.wide,
           markers: plan.markers ? () => this.markers() : undefined,
           peakTag: plan.peakRole ? signals[plan.peakRole] : undefined,
+          overlays: plan.perRank && role ? this.rankOverlays(run, role) : undefined,
         },
         group,
       );
       this.charts.push(chart);
       this.grid.append(chart.card.root);
-      // the heatmap comes right under the loss: vanishing or exploding gradients explain most loss trouble
-      if (plan.id === 'loss') this.grid.append(new GradientHeatmap(run, group).card.root);
     }
-    if (!this.charts.some((c) => c.card.root.dataset.chart === 'loss')) {
-      this.grid.prepend(new GradientHeatmap(run, group).card.root);
-    }
+    // the heatmap comes right under the loss and step time: vanishing or exploding gradients
+    // explain most loss trouble
+    const heatmap = new GradientHeatmap(run, group).card.root;
+    const drawn = (id: string) => this.charts.find((c) => c.card.root.dataset.chart === id)?.card.root;
+    const [loss, pace] = [drawn('loss'), drawn('throughput')];
+    // the loss takes the whole first row when there is no step time to put beside it
+    if (loss && !pace) loss.classList.add('wide');
+    if (pace && !loss) pace.classList.add('wide');
+    const after = pace ?? loss;
+    if (after) after.after(heatmap);
+    else this.grid.prepend(heatmap);
     // half-width charts come in pairs; a last one alone takes the whole row instead of leaving a hole
-    const halves = this.charts.filter((c) => !c.card.root.classList.contains('wide'));
+    const halves = this.charts.filter((c) => !c.card.root.classList.contains('wide') && !['loss', 'throughput'].includes(c.card.root.dataset.chart ?? ''));
     if (halves.length % 2 === 1) halves[halves.length - 1].card.root.classList.add('wide');
   }
 
@@ -220,11 +319,14 @@ export class RunView {
     bindText(this.resetButton, 'resetZoom'); // it may have been detached while the language changed
     const signals = Object.keys(summary.signals ?? {}).map((role) => el('span', {class: 'chip', text: label('signal', role)}));
     const menu = el('select', {class: 'input run-menu', title: t('run'), attrs: {'aria-label': t('run')}});
-    for (const run of this.allRuns.includes(summary.run) ? this.allRuns : [summary.run, ...this.allRuns]) {
+    const names = this.allRuns.map((r) => r.run);
+    for (const run of names.includes(summary.run) ? names : [summary.run, ...names]) {
       menu.append(el('option', {text: visibleName(run), attrs: {value: run}}));
     }
     menu.value = summary.run;
     menu.addEventListener('change', () => this.switchRun(menu.value));
+    this.convertNote.hidden = summary.source !== 'mindspore';
+    if (summary.source === 'mindspore') this.convertNote.replaceChildren(...convertHint(1, this.logdir));
     this.header.replaceChildren(
       el('h2', {class: 'run-title', text: visibleName(summary.run), title: visibleName(summary.run)}),
       menu,
@@ -252,6 +354,7 @@ export class RunView {
     if (!this.run) return;
     this.renderFindingsList();
     if (this.summary) this.renderHeader(this.summary);
+    this.settingsBar.render();
     for (const chart of this.charts) chart.relabel();
   }
 }

@@ -21,7 +21,7 @@ export function loadState(): AppState {
     view: 'overview',
     run: null,
     compare: new Set(),
-    sort: {key: 'run', descending: false},
+    sort: {key: 'status', descending: true}, // the worst runs first, the latest first among equals
     filters: {status: '', kind: '', name: ''},
     collapsedJobs: new Set(),
   };

@@ -25,11 +25,12 @@ def _nullable(array: np.ndarray) -> list[float | None]:
 def envelope(
     series: ScalarSeries, width: int = DEFAULT_WIDTH, start: int | None = None, end: int | None = None
 ) -> dict[str, Any]:
-    """Bucketed first step, min, max and mean of the points with start <= step <= end."""
+    """Bucketed first step (and its wall time), min, max and mean of the points with start <= step <= end."""
     lo = 0 if start is None else int(np.searchsorted(series.steps, start, side="left"))
     hi = len(series) if end is None else int(np.searchsorted(series.steps, end, side="right"))
     steps = series.steps[lo:hi]
     values = series.values[lo:hi]
+    walls = series.wall_times[lo:hi]
     n = steps.shape[0]
     finite = np.isfinite(values)
     nonfinite_steps = steps[~finite]
@@ -42,13 +43,17 @@ def envelope(
         "downsampled": n > width,
         "nonfinite": nonfinite,
         "nonfinite_total": int(nonfinite_steps.shape[0]),
+        # the run's clock: the tab's relative and wall-time axes, as TensorBoard's Scalars tab
+        "first_wall_time": float(series.wall_times[0]) if len(series) else None,
     }
     if n == 0:
-        result.update(steps=[], min=[], max=[], mean=[])
+        result.update(steps=[], min=[], max=[], mean=[], wall_times=[])
         return result
     if n <= width:
         shown = np.where(finite, values, np.nan)
-        result.update(steps=steps.tolist(), min=_nullable(shown), max=_nullable(shown), mean=_nullable(shown))
+        result.update(
+            steps=steps.tolist(), min=_nullable(shown), max=_nullable(shown), mean=_nullable(shown), wall_times=walls.tolist()
+        )
         return result
     starts = np.unique(np.linspace(0, n, width + 1).astype(np.int64)[:-1])
     counts = np.add.reduceat(finite.astype(np.int64), starts)
@@ -60,5 +65,11 @@ def envelope(
     empty = counts == 0
     mins[empty] = np.nan
     maxs[empty] = np.nan
-    result.update(steps=steps[starts].tolist(), min=_nullable(mins), max=_nullable(maxs), mean=_nullable(means))
+    result.update(
+        steps=steps[starts].tolist(),
+        min=_nullable(mins),
+        max=_nullable(maxs),
+        mean=_nullable(means),
+        wall_times=walls[starts].tolist(),
+    )
     return result
