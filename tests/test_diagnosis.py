@@ -93,10 +93,15 @@ def test_nan_first_in_the_gradients_versus_first_in_the_loss(grad_first, cause):
     assert related["grad_first_nonfinite_step"] == (1900 if grad_first else 2000)
 
 
-def test_the_engine_reports_the_cause_on_a_real_nonfinite_finding():
+def test_the_engine_reports_the_cause_once_on_a_real_nonfinite_end_of_a_run():
+    # The loss stays NaN to the end: the divergence carries the cause, the loss's non-finite
+    # finding points at it instead of repeating it.
     report = analyze_runs([nan_run(grad_first=True)])[0]
-    nonfinite = [f for f in report["findings"] if f["kind"] == "nonfinite" and f["tag"] == "train/loss"]
-    assert nonfinite and nonfinite[0]["evidence"]["cause"] == "backward_overflow"
+    by_kind = {(f["kind"], f["tag"]): f for f in report["findings"]}
+    assert by_kind["divergence", "train/loss"]["evidence"]["cause"] == "backward_overflow"
+    assert by_kind["nonfinite", "train/grad_norm"]["evidence"]["cause"] == "backward_overflow"
+    loss_nonfinite = by_kind["nonfinite", "train/loss"]
+    assert loss_nonfinite["evidence"]["part_of"] == "divergence" and "cause" not in loss_nonfinite["evidence"]
 
 
 def test_a_stall_while_the_learning_rate_is_zero_is_blamed_on_the_schedule():
