@@ -130,3 +130,31 @@ def test_nan_after_exploding_gradients_is_blamed_on_the_explosion():
     explained = explain([exploding, nonfinite], signals)[1]
     assert explained.evidence["cause"] == "exploding_gradients"
     assert explained.evidence["related"]["exploding_from_step"] == 1800
+
+
+def creeping_run() -> RunSignals:
+    # The loss creeps up 547x over 6,000 steps while the gradient norm grows 4.6e5x.
+    steps = np.arange(10, 12010, 10)
+    rise = np.clip((steps - 6000) / 6000, 0, None)
+    rng = np.random.default_rng(2)
+    loss = np.exp(np.log(0.5) + np.log(547) * rise + 0.02 * rng.standard_normal(steps.size))
+    grad = np.exp(np.log(4.6e5) * rise + 0.1 * rng.standard_normal(steps.size))
+    scalars = {"train/loss": loss, "train/grad_norm": grad, "train/lr": np.full(steps.size, 1e-3)}
+    return RunSignals.from_run(RunData("run", scalars={k: ScalarSeries.from_lists(steps, v) for k, v in scalars.items()}))
+
+
+def test_a_slow_divergence_is_diagnosed_over_its_whole_span_not_at_its_first_step():
+    signals = creeping_run()
+    divergence = Finding("divergence", "critical", 6010, "train/loss", "The loss rises.")
+    alone = explain([divergence], signals)[0]
+    assert alone.evidence["cause"] == "unstable_update"  # the gradients grew along the rise
+    exploding = Finding("exploding_gradients", "critical", 7000, "train/grad_norm", "Exploded.")
+    with_explosion = explain([divergence, exploding], signals)[0]
+    assert with_explosion.evidence["cause"] == "exploding_gradients"
+
+
+def test_a_divergence_with_normal_gradients_is_not_blamed_on_one_batch():
+    signals = creeping_run()
+    signals.grad_norm = ScalarSeries.from_lists(signals.loss.steps, np.ones(len(signals.loss)))
+    divergence = Finding("divergence", "critical", 6010, "train/loss", "The loss rises.")
+    assert explain([divergence], signals)[0].evidence.get("cause") != "data"

@@ -218,7 +218,8 @@ def _finite_divergence(
     if ended_above is not None and not divergence_open:
         divergence, divergence_open = ended_above, True
     elif far_above is not None and (divergence is None or divergence.severity != "critical"):
-        divergence = far_above
+        divergence = far_above  # its jumps are part of it, not spikes of their own
+        long_spikes = [f for f in long_spikes if not far_above.step <= f.step <= far_above.end_step]
     return divergence, divergence_open, long_spikes
 
 
