@@ -248,3 +248,14 @@ def test_the_stall_verdict_does_not_depend_on_where_step_numbering_starts():
     found = [stalled_convergence(steps + offset, np.exp(stalled), "loss", infer_schedule(steps + offset))
              for offset in (0, 100_000)]
     assert [f.step - offset for fs, offset in zip(found, (0, 100_000), strict=True) for f in fs] == [found[0][0].step] * 2
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_a_slow_creep_is_dated_from_where_its_rise_began_not_where_it_outgrew_the_noise(seed):
+    # The loss turns at 60% of the run and creeps up 50% by its end, in noise of 5% per point.
+    steps, y = curve(2000, seed=seed, noise=0.05)
+    onset = 1200
+    y[onset:] += np.log(1.5) * np.arange(800) / 800
+    found = alarms(loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps)))
+    assert [f.kind for f in found] == ["divergence"]
+    assert abs(found[0].step - steps[onset]) <= 0.10 * (steps[-1] - steps[0])  # the ONSET_Z rule alone: 16-21%

@@ -21,6 +21,10 @@ Method (excess over the running best, on the log of the loss):
    (`MAX_SPIKE_POINTS`) or is still open at the end of the run. Its onset is traced back on
    the raw log-loss: the first point after the last one within 2 sigma of B before the
    excursion, so the reported step is where the rise began, not where it became undeniable.
+   A steady creep outgrows the noise only slowly, so that rule finds its start late: the
+   onset is the earlier of it and the point where a robust straight line through the rise
+   (Theil-Sen, from the ONSET_Z onset to the smoothed peak) crosses the
+   best level before it (`_trend_onset`).
    An excursion still open at the end is critical; one the run recovered from is a warning.
 5. A recovered excursion that started with a jump (its first point already above the
    threshold, or its peak within `SUDDEN_POINTS` of its onset) is not a divergence but a
@@ -53,7 +57,7 @@ Method (excess over the running best, on the log of the loss):
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
+from scipy import ndimage, stats
 
 from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
 from tb_health_plugin.analysis.detectors.schedule import Schedule
@@ -70,6 +74,8 @@ SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onse
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
 ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
+TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
+TREND_MAX_POINTS = 400
 
 
 def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -211,6 +217,7 @@ def _finite_divergence(
             continue
         if divergence is not None and (divergence_open or not open_at_end):
             continue
+        onset = min(onset, _trend_onset(y, smooth, best, sigma, onset, start, stop, settled_from))
         divergence = _divergence_finding(
             steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
         )
@@ -393,6 +400,31 @@ def _left_start(y: np.ndarray, start_level: float, sigma: float, first: int) -> 
     begins within the first few points, so the raw points decide)."""
     near = np.flatnonzero(y[: first + 1] - start_level <= ONSET_Z * sigma)
     return min(int(near[-1]) + 1, y.size - 1) if near.size else 0
+
+
+def _trend_onset(y, smooth, best, sigma: float, onset: int, start: int, stop: int, settled_from: int) -> int:
+    """Where the rise's own straight line leaves the best level (step 4 of the module doc).
+
+    A Theil-Sen line (robust to the spikes a diverging run throws) through the log-loss from
+    the ONSET_Z onset `onset` (already inside the rise, if late) to the peak of the smoothed
+    excursion, followed back to the best level before it; used only when the line passes
+    within ONSET_Z sigma of the smoothed loss at `start`, the first point above the threshold
+    (a straight rise: a blow-up that levels off is not). For a steady creep this is unbiased however noisy the loss,
+    where the last point within ONSET_Z sigma of the best comes late by the time the creep
+    takes to outgrow the noise. For a convex rise (an exponential blow-up) the line lies below
+    the curve before `start`, so it never leaves the best level before the curve did.
+    """
+    peak = start + int(np.argmax(smooth[start:stop]))
+    if peak - onset + 1 < TREND_MIN_POINTS:
+        return onset
+    index = np.arange(onset, peak + 1)
+    if index.size > TREND_MAX_POINTS:  # Theil-Sen is quadratic in the points
+        index = index[np.linspace(0, index.size - 1, TREND_MAX_POINTS).astype(int)]
+    slope, intercept, _, _ = stats.theilslopes(y[index], index)
+    if not slope > 0 or abs(intercept + slope * start - smooth[start]) > ONSET_Z * sigma:
+        return onset  # not a straight rise (a blow-up that levels off): the line says nothing
+    crossing = (best[start] - intercept) / slope
+    return int(np.clip(np.ceil(crossing), settled_from, onset))
 
 
 def _onset(y: np.ndarray, best: np.ndarray, sigma: float, start: int, settled_from: int) -> int:
