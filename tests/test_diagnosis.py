@@ -93,10 +93,15 @@ def test_nan_first_in_the_gradients_versus_first_in_the_loss(grad_first, cause):
     assert related["grad_first_nonfinite_step"] == (1900 if grad_first else 2000)
 
 
-def test_the_engine_reports_the_cause_on_a_real_nonfinite_finding():
+def test_the_engine_reports_the_cause_once_on_a_real_nonfinite_end_of_a_run():
+    # The loss stays NaN to the end: the divergence carries the cause, the loss's non-finite
+    # finding points at it instead of repeating it.
     report = analyze_runs([nan_run(grad_first=True)])[0]
-    nonfinite = [f for f in report["findings"] if f["kind"] == "nonfinite" and f["tag"] == "train/loss"]
-    assert nonfinite and nonfinite[0]["evidence"]["cause"] == "backward_overflow"
+    by_kind = {(f["kind"], f["tag"]): f for f in report["findings"]}
+    assert by_kind["divergence", "train/loss"]["evidence"]["cause"] == "backward_overflow"
+    assert by_kind["nonfinite", "train/grad_norm"]["evidence"]["cause"] == "backward_overflow"
+    loss_nonfinite = by_kind["nonfinite", "train/loss"]
+    assert loss_nonfinite["evidence"]["part_of"] == "divergence" and "cause" not in loss_nonfinite["evidence"]
 
 
 def test_a_stall_while_the_learning_rate_is_zero_is_blamed_on_the_schedule():
@@ -125,3 +130,31 @@ def test_nan_after_exploding_gradients_is_blamed_on_the_explosion():
     explained = explain([exploding, nonfinite], signals)[1]
     assert explained.evidence["cause"] == "exploding_gradients"
     assert explained.evidence["related"]["exploding_from_step"] == 1800
+
+
+def creeping_run() -> RunSignals:
+    # The loss creeps up 547x over 6,000 steps while the gradient norm grows 4.6e5x.
+    steps = np.arange(10, 12010, 10)
+    rise = np.clip((steps - 6000) / 6000, 0, None)
+    rng = np.random.default_rng(2)
+    loss = np.exp(np.log(0.5) + np.log(547) * rise + 0.02 * rng.standard_normal(steps.size))
+    grad = np.exp(np.log(4.6e5) * rise + 0.1 * rng.standard_normal(steps.size))
+    scalars = {"train/loss": loss, "train/grad_norm": grad, "train/lr": np.full(steps.size, 1e-3)}
+    return RunSignals.from_run(RunData("run", scalars={k: ScalarSeries.from_lists(steps, v) for k, v in scalars.items()}))
+
+
+def test_a_slow_divergence_is_diagnosed_over_its_whole_span_not_at_its_first_step():
+    signals = creeping_run()
+    divergence = Finding("divergence", "critical", 6010, "train/loss", "The loss rises.")
+    alone = explain([divergence], signals)[0]
+    assert alone.evidence["cause"] == "unstable_update"  # the gradients grew along the rise
+    exploding = Finding("exploding_gradients", "critical", 7000, "train/grad_norm", "Exploded.")
+    with_explosion = explain([divergence, exploding], signals)[0]
+    assert with_explosion.evidence["cause"] == "exploding_gradients"
+
+
+def test_a_divergence_with_normal_gradients_is_not_blamed_on_one_batch():
+    signals = creeping_run()
+    signals.grad_norm = ScalarSeries.from_lists(signals.loss.steps, np.ones(len(signals.loss)))
+    divergence = Finding("divergence", "critical", 6010, "train/loss", "The loss rises.")
+    assert explain([divergence], signals)[0].evidence.get("cause") != "data"

@@ -179,3 +179,83 @@ def test_overfitting_when_eval_rises_while_train_falls_and_not_otherwise():
     found = overfitting(eval_steps, np.exp(rising), steps, np.exp(y), "eval/loss")
     assert [f.step for f in found] == [int(eval_steps[5])]
     assert overfitting(eval_steps, np.exp(eval_y), steps, np.exp(y), "eval/loss") == []
+
+
+def test_a_first_window_that_averages_a_blow_up_is_judged_from_its_minimum():
+    # Case of a custom loop at a far too high rate: the first logged mean is already 1.6e10
+    # (the window's minimum, the loss of step 1, is 31.6); the loss falls to 56,340 and ends
+    # there, 1800x above the start but far below the first logged mean.
+    steps = np.arange(10, 3010, 10)
+    rng = np.random.default_rng(3)
+    y = np.log(56340.0) + np.log(1.6e10 / 56340.0) * np.exp(-np.arange(steps.size) / 20) + 0.05 * rng.standard_normal(steps.size)
+    window_min = np.exp(y - 0.3)
+    window_min[0] = 31.6
+    schedule = infer_schedule(steps)
+    assert alarms(loss_divergence(steps, np.exp(y), "train/loss", schedule)) == []  # the means alone hide it
+    found = alarms(loss_divergence(steps, np.exp(y), "train/loss", schedule, window_min=window_min))
+    assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]
+    assert found[0].evidence["start_loss"] == pytest.approx(31.6)
+    assert 1000 < found[0].evidence["ratio_end_to_start"] < 3000
+
+
+def test_a_healthy_noisy_run_is_not_called_diverged_by_its_window_minima():
+    # Window minima sit well below the window means; start and end are compared like with like.
+    steps, y = curve(600, seed=11, noise=0.02)
+    window_min = np.exp(y - 1.2)  # minima of very noisy 10-step windows: 0.3x the mean
+    found = loss_divergence(steps, np.exp(y), "train/loss", infer_schedule(steps), window_min=window_min)
+    assert alarms(found) == []
+
+
+def test_an_excursion_of_eight_orders_of_magnitude_is_critical_though_it_comes_back():
+    # SummaryCollector at a far too high rate: 42.5 at step 1, 4e9 at step 15, 2e10 at step 75,
+    # above 1e4 until about step 230, back near 43 by the end of 300 steps.
+    steps = np.arange(1, 301)
+    rng = np.random.default_rng(4)
+    log_path = np.interp(steps, [1, 2, 15, 75, 230, 270, 300],
+                         np.log([42.5, 1e6, 4e9, 2e10, 1e4, 45.0, 43.0]))
+    values = np.exp(log_path + 0.1 * rng.standard_normal(steps.size))
+    values[0] = 42.5
+    found = alarms(loss_divergence(steps, values, "loss/auto", infer_schedule(steps)))
+    assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]
+    assert found[0].step <= 3 and found[0].evidence["ratio_peak_to_start"] > 1e8
+    assert "no recovery" in found[0].message
+
+
+def test_a_loss_nan_from_its_first_logged_point_after_a_finite_start_blew_up_there():
+    steps = np.arange(10, 310, 10)
+    values = np.full(steps.size, np.nan)
+    schedule = infer_schedule(steps)
+    never = loss_divergence(steps, values, "train/loss", schedule)
+    assert "check the inputs" in never[0].message
+    window_min = np.full(steps.size, np.nan)
+    window_min[0] = 140.7
+    started = loss_divergence(steps, values, "train/loss", schedule, window_min=window_min)
+    assert [(f.kind, f.severity, f.step) for f in started] == [("divergence", "critical", 10)]
+    assert "started finite (140.7" in started[0].message and "learning rate" in started[0].message
+    assert "inputs" not in started[0].message
+    with_first_point = values.copy()
+    with_first_point[0] = 140.7  # a logger that logs step 1 itself, or SummaryCollector
+    assert "started finite" in loss_divergence(steps, with_first_point, "train/loss", schedule)[0].message
+
+
+def test_the_stall_verdict_does_not_depend_on_where_step_numbering_starts():
+    steps, y = curve(600, seed=12)
+    for offset in (0, 100_000, 10_000_000):
+        shifted = steps + offset
+        assert alarms(stalled_convergence(shifted, np.exp(y), "loss", infer_schedule(shifted))) == [], offset
+    stalled = y.copy()
+    stalled[250:] = stalled[250]
+    found = [stalled_convergence(steps + offset, np.exp(stalled), "loss", infer_schedule(steps + offset))
+             for offset in (0, 100_000)]
+    assert [f.step - offset for fs, offset in zip(found, (0, 100_000), strict=True) for f in fs] == [found[0][0].step] * 2
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_a_slow_creep_is_dated_from_where_its_rise_began_not_where_it_outgrew_the_noise(seed):
+    # The loss turns at 60% of the run and creeps up 50% by its end, in noise of 5% per point.
+    steps, y = curve(2000, seed=seed, noise=0.05)
+    onset = 1200
+    y[onset:] += np.log(1.5) * np.arange(800) / 800
+    found = alarms(loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps)))
+    assert [f.kind for f in found] == ["divergence"]
+    assert abs(found[0].step - steps[onset]) <= 0.10 * (steps[-1] - steps[0])  # the ONSET_Z rule alone: 16-21%

@@ -14,10 +14,16 @@ The causes, by kind:
   surface leaves the weights, and so the gradients, disturbed for a while); any other
   gradient-norm spike -> an unstable update; gradients that stayed normal -> the data of that
   step (a large loss on a batch normally comes with a large gradient; when it does not, the
-  batch itself is odd, e.g. mislabelled or corrupt).
+  batch itself is odd, e.g. mislabelled or corrupt), said only of a loss spike: a divergence
+  is not one batch. A divergence is judged over its whole span, from its onset to
+  its end (or to the last logged step when it has not ended), not at its first step alone:
+  a slow rise whose gradients grow along the way had growing gradients.
+* a finding that is part of another one (`part_of` in its evidence, such as the non-finite end
+  of a divergence) gets no cause of its own: the finding it belongs to carries it.
 * non-finite values: which series went NaN/Inf first (a parameter's or the global gradient norm
   before the loss -> the backward pass overflowed; the loss first or at the same step -> the
-  forward pass or the loss itself).
+  forward pass or the loss itself). A loss that turns non-finite for good is a divergence,
+  which carries that cause when the gradients went first (otherwise the loss-event causes).
 * divergence or non-finite values after exploding gradients: the explosion.
 * exploding gradients: at a learning-rate rise, or as the rate reaches its warm-up peak.
 * vanishing gradients and stalls: a learning rate at zero or its floor, exactly-zero gradients.
@@ -106,7 +112,7 @@ def explain(findings: list[Finding], signals: RunSignals) -> list[Finding]:
     """The findings with their most likely cause added (see module doc); order is kept."""
     out = []
     for finding in findings:
-        if MARK in finding.message:
+        if MARK in finding.message or "part_of" in finding.evidence:  # explained where it belongs
             out.append(finding)
             continue
         cause, related = _cause(finding, findings, signals)
@@ -128,9 +134,19 @@ def _with_cause(finding: Finding, cause: str, related: dict[str, Any]) -> Findin
     return replace(finding, message=message, evidence=evidence)
 
 
+def _event_end(finding: Finding, signals: RunSignals) -> int:
+    """The last step of the event: its end step, or for a divergence still open at the end of
+    the run the last logged loss step (the whole rise is the event, not its first step)."""
+    if finding.end_step is not None:
+        return finding.end_step
+    if finding.kind == "divergence" and signals.loss is not None and len(signals.loss):
+        return max(finding.step, int(signals.loss.steps[-1]))
+    return finding.step
+
+
 def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tuple[str | None, dict]:
     start = finding.step
-    end = finding.end_step if finding.end_step is not None else finding.step
+    end = _event_end(finding, signals)
     exploded = [f for f in findings if f.kind == "exploding_gradients" and f.step <= end]
     if finding.kind in ("divergence", "nonfinite") and exploded:
         first = min(f.step for f in exploded)
@@ -138,9 +154,13 @@ def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tu
         if finding.kind == "nonfinite":
             related.update(_nonfinite_cause(signals)[1])
         return "exploding_gradients", related
+    if finding.kind == "divergence" and _went_straight_to_nonfinite(finding, signals):
+        cause, related = _nonfinite_cause(signals)
+        if cause == "backward_overflow":
+            return cause, related
     if finding.kind in ("loss_spike", "divergence"):
         one_point_spike = finding.kind == "loss_spike" and start == end
-        return _loss_event_cause(signals, findings, start, end, one_point_spike)
+        return _loss_event_cause(signals, findings, start, end, one_point_spike, finding.kind == "loss_spike")
     if finding.kind == "nonfinite":
         return _nonfinite_cause(signals)
     if finding.kind == "exploding_gradients":
@@ -232,7 +252,9 @@ def _lr_rose(signals: RunSignals, findings: list[Finding], start: int, end: int)
     return False
 
 
-def _loss_event_cause(signals, findings, start, end, one_point_spike: bool) -> tuple[str | None, dict]:
+def _loss_event_cause(
+    signals, findings, start, end, one_point_spike: bool, is_spike: bool
+) -> tuple[str | None, dict]:
     grad_series = signals.grad_norm_max or signals.grad_norm
     spiked, ratio = _spike(grad_series, start, end)
     related: dict[str, Any] = {"grad_norm_ratio": ratio}
@@ -250,9 +272,14 @@ def _loss_event_cause(signals, findings, start, end, one_point_spike: bool) -> t
             return "bad_batch", related
     if spiked:
         return "unstable_update", related
-    if spiked is False:
+    if spiked is False and is_spike:
         return "data", related
     return None, related
+
+
+def _went_straight_to_nonfinite(finding: Finding, signals: RunSignals) -> bool:
+    """A divergence that is the loss turning non-finite, with no finite rise before it."""
+    return "nonfinite_from_step" in finding.evidence and "rise_onset_step" not in finding.evidence
 
 
 def _first_nonfinite(series: ScalarSeries | None) -> int | None:

@@ -8,6 +8,8 @@ detectors in `analysis/detectors/`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.divergence import loss_divergence
@@ -33,18 +35,30 @@ def schedule_for(signals: RunSignals) -> Schedule | None:
 
 
 def check_nonfinite(signals: RunSignals) -> list[Finding]:
+    """NaN/Inf in the loss, the gradient norm, the eval loss and the learning rate.
+
+    A loss that stays non-finite to the end is also a divergence (`check_loss_curve` reports
+    it, with where it began and what to do); its non-finite finding then only states the fact
+    and points there, and a gradient norm that went non-finite with it (not before it: that
+    would say the backward pass overflowed first) is named in the same finding.
+    """
     findings: list[Finding] = []
+    loss_found: list[Finding] = []
     if signals.loss is not None:
-        findings += nonfinite_values(
+        loss_found = nonfinite_values(
             signals.loss.steps, signals.loss.values, signals.tag("loss"), "training loss", always_critical=True
         )
+    grad_found: list[Finding] = []
     if signals.grad_norm is not None:
         excused = None
         if signals.overflow is not None:
             excused = signals.overflow.steps[signals.overflow.values > 0]
-        findings += nonfinite_values(
+        grad_found = nonfinite_values(
             signals.grad_norm.steps, signals.grad_norm.values, signals.tag("grad_norm"), "gradient norm", excused
         )
+    if loss_found and loss_found[0].evidence["persists_to_end"]:
+        loss_found, grad_found = _as_end_of_divergence(loss_found[0], grad_found)
+    findings += loss_found + grad_found
     for role, what in (("eval_loss", "evaluation loss"), ("lr", "learning rate")):
         series = getattr(signals, role)
         if series is not None:
@@ -53,6 +67,26 @@ def check_nonfinite(signals: RunSignals) -> list[Finding]:
         counts = signals.nonfinite_count
         findings += nonfinite_counts(counts.steps, counts.values, signals.tag("nonfinite_count"))
     return findings
+
+
+def _as_end_of_divergence(loss: Finding, grad_found: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """The loss's non-finite finding as the end of its divergence, the gradient norm folded in
+    when it went non-finite at the same logged step or later."""
+    with_grad = [g for g in grad_found if g.step >= loss.step]
+    also = ""
+    if with_grad:
+        also = f" (the gradient norm too, from step {with_grad[0].step})"
+    values = "/".join(loss.evidence["values"])
+    message = (
+        f"The training loss becomes {values} at step {loss.step} and stays non-finite to the end{also}: "
+        "this is where the divergence reported for the loss ends; see that finding for where it began "
+        "and what to do."
+    )
+    evidence = dict(loss.evidence, part_of="divergence")
+    if with_grad:
+        evidence["gradient_norm_nonfinite_from_step"] = with_grad[0].step
+    merged = replace(loss, message=message, evidence=evidence)
+    return [merged], [g for g in grad_found if g.step < loss.step]
 
 
 def check_spikes(signals: RunSignals) -> list[Finding]:
@@ -88,7 +122,8 @@ def check_loss_curve(signals: RunSignals) -> list[Finding]:
     if schedule is None:
         return []
     loss = signals.loss
-    found = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+    window_min = signals.loss_min.values if signals.loss_min is not None and len(signals.loss_min) else None
+    found = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule, window_min=window_min)
     divergence = [f for f in found if f.kind == "divergence"]
     spikes = _merge_spikes([f for f in found if f.kind == "loss_spike"], check_spikes(signals), loss.steps)
     if divergence:

@@ -21,6 +21,10 @@ Method (excess over the running best, on the log of the loss):
    (`MAX_SPIKE_POINTS`) or is still open at the end of the run. Its onset is traced back on
    the raw log-loss: the first point after the last one within 2 sigma of B before the
    excursion, so the reported step is where the rise began, not where it became undeniable.
+   A steady creep outgrows the noise only slowly, so that rule finds its start late: the
+   onset is the earlier of it and the point where a robust straight line through the rise
+   (Theil-Sen, from the ONSET_Z onset to the smoothed peak) crosses the
+   best level before it (`_trend_onset`).
    An excursion still open at the end is critical; one the run recovered from is a warning.
 5. A recovered excursion that started with a jump (its first point already above the
    threshold, or its peak within `SUDDEN_POINTS` of its onset) is not a divergence but a
@@ -35,13 +39,25 @@ Method (excess over the running best, on the log of the loss):
    critical divergence, from the first point that rose beyond
    that margin. `ENDS_ABOVE_START` = log(2): twice the initial loss at the end means the weights
    are worse than the random initialisation, far beyond what noise, epoch effects or a
-   data-mixture change do.
+   data-mixture change do. When the logger recorded the lowest loss of each logging window
+   (our hooks' `train/loss_min`), the first window's minimum is where the run started too: a
+   first window that averages a blow-up hides the start from the logged means.
+7. A run whose loss went far above where it started, `FAR_ABOVE_START` = 100x for longer than
+   a spike (the 5-point median, so at least 3 consecutive points), went through weights far
+   worse than their random initialisation, whatever happened afterwards: critical, even when
+   the loss came back (back to the initial loss is "learned nothing", not a recovery).
+   Healthy warm-up bumps and loss spikes reach a few times the *current* loss (the published
+   LLM spikes and the benchmark's labelled ones are 1.5-10x), and the current loss is at or
+   below the start, so 100x above the start (also more than `Z_EXCESS` sigma) is never noise.
+8. A loss that is non-finite from its first logged point but was finite at the start (a finite
+   start loss as in 6, or a finite first point followed only by non-finite ones) blew up within
+   the first logging window: the advice is the learning rate, not the inputs.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
+from scipy import ndimage, stats
 
 from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
 from tb_health_plugin.analysis.detectors.schedule import Schedule
@@ -57,6 +73,9 @@ MIN_POINTS = 8
 SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onset is a jump
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
 ENDS_ABOVE_START = float(np.log(2.0))
+FAR_ABOVE_START = float(np.log(100.0))
+TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
+TREND_MAX_POINTS = 400
 
 
 def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -69,9 +88,19 @@ def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.n
 
 
 def loss_divergence(
-    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
+    steps: np.ndarray,
+    values: np.ndarray,
+    tag: str,
+    schedule: Schedule,
+    what: str = "loss",
+    window_min: np.ndarray | None = None,
 ) -> list[Finding]:
-    """Divergence findings for one loss series; a run ending in NaN/Inf diverged too."""
+    """Divergence findings for one loss series; a run ending in NaN/Inf diverged too.
+
+    `window_min`: the lowest loss of each logging window when the logger recorded it (our
+    hooks' `train/loss_min`), in step order. Its first value is where the run started (steps 6
+    and 8 of the module doc); its last values are compared with that start like with like.
+    """
     steps = np.asarray(steps)
     values = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(values)
@@ -81,25 +110,22 @@ def loss_divergence(
         last_finite = np.flatnonzero(finite)
         nonfinite_tail_start = int(last_finite[-1]) + 1 if last_finite.size else 0
     f_steps, f_values = steps[finite], values[finite]
-    rise, rise_open, long_spikes = _finite_divergence(f_steps, f_values, tag, schedule, what)
+    start_loss, end_min = _window_min_ends(window_min)
+    rise, rise_open, long_spikes = _finite_divergence(f_steps, f_values, tag, schedule, what, start_loss, end_min)
     findings.extend(long_spikes)
     if nonfinite_tail_start is not None:
         nan_step = int(steps[nonfinite_tail_start])
         onset = rise.step if rise is not None and rise_open else nan_step
-        restart = f_steps[f_steps < onset]
         findings.append(
             Finding(
                 kind="divergence",
                 severity="critical",
                 step=onset,
                 tag=tag,
-                message=(
-                    f"The {what} diverges and ends non-finite (from step {nan_step})"
-                    + (f"; restart from a checkpoint at or before step {int(restart[-1])} with a lower "
-                       "learning rate." if restart.size else "; check the inputs and the initialisation.")
-                ),
+                message=_nonfinite_end_message(steps, values, what, onset, nan_step, start_loss),
                 evidence={
                     "nonfinite_from_step": nan_step,
+                    "start_loss": start_loss if start_loss is not None else _first_finite(values),
                     **({"rise_onset_step": rise.step, **rise.evidence} if rise is not None else {}),
                 },
             )
@@ -109,8 +135,48 @@ def loss_divergence(
     return findings
 
 
+def _window_min_ends(window_min: np.ndarray | None) -> tuple[float | None, float | None]:
+    """(the first window's minimum, the median of the last `EDGE_POINTS` finite ones), if finite."""
+    if window_min is None or np.asarray(window_min).size == 0:
+        return None, None
+    window_min = np.asarray(window_min, dtype=np.float64)
+    start = float(window_min[0]) if np.isfinite(window_min[0]) else None
+    finite = window_min[np.isfinite(window_min)]
+    end = float(np.median(finite[-EDGE_POINTS:])) if finite.size >= EDGE_POINTS else None
+    return start, end
+
+
+def _first_finite(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(finite[0]) if finite.size else None
+
+
+def _nonfinite_end_message(steps, values, what, onset, nan_step, start_loss) -> str:
+    """Step 8 of the module doc: where to restart from, or why it blew up at once."""
+    finite = np.isfinite(values)
+    healthy = steps[finite & (steps < onset)]
+    started_at_once = healthy.size == 1 and healthy[0] == steps[0]
+    if healthy.size > 1 or (healthy.size == 1 and not started_at_once):
+        return (f"The {what} diverges and ends non-finite (from step {nan_step}); restart from a checkpoint "
+                f"at or before step {int(healthy[-1])} with a lower learning rate.")
+    if started_at_once or start_loss is not None:
+        start = (f"{float(values[finite][0]):.4g} at step {int(healthy[0])}" if healthy.size
+                 else f"{start_loss:.4g}, the lowest loss of the first logging window")
+        return (f"The {what} started finite ({start}) and blew up to non-finite values by step {nan_step}, "
+                "within the first steps: the learning rate is far too high for this model; lower it "
+                "(by 10x or more), lengthen warm-up or clip the gradient norm.")
+    return (f"The {what} diverges and ends non-finite (from step {nan_step}); it was never logged finite: "
+            "check the inputs, the labels and the initialisation.")
+
+
 def _finite_divergence(
-    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str
+    steps: np.ndarray,
+    values: np.ndarray,
+    tag: str,
+    schedule: Schedule,
+    what: str,
+    start_loss: float | None = None,
+    end_min: float | None = None,
 ) -> tuple[Finding | None, bool, list[Finding]]:
     """The divergence (an excursion open at the end wins over a recovered one), whether it is
     open at the end, and the long spikes: sudden excursions that recovered."""
@@ -126,9 +192,15 @@ def _finite_divergence(
     above = np.zeros(n, dtype=bool)
     above[settled_from:] = excess[settled_from:] > threshold
     labels, count = ndimage.label(above)
-    ended_above = _ended_above_start(steps, values, y, smooth, sigma, tag, what)
+    start_level = _start_level(values, y, start_loss)
+    ended_above = _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min)
+    far_above = None if ended_above is not None else _far_above_start(
+        steps, values, y, smooth, sigma, tag, what, start_level
+    )
     if count == 0:
-        return ended_above, ended_above is not None, []
+        if ended_above is not None:
+            return ended_above, True, []
+        return far_above, False, []
     divergence: Finding | None = None
     divergence_open = False
     long_spikes: list[Finding] = []
@@ -145,26 +217,91 @@ def _finite_divergence(
             continue
         if divergence is not None and (divergence_open or not open_at_end):
             continue
+        onset = min(onset, _trend_onset(y, smooth, best, sigma, onset, start, stop, settled_from))
         divergence = _divergence_finding(
             steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
         )
         divergence_open = open_at_end
     if ended_above is not None and not divergence_open:
         divergence, divergence_open = ended_above, True
+    elif far_above is not None and (divergence is None or divergence.severity != "critical"):
+        divergence = far_above  # its jumps are part of it, not spikes of their own
+        long_spikes = [f for f in long_spikes if not far_above.step <= f.step <= far_above.end_step]
     return divergence, divergence_open, long_spikes
 
 
-def _ended_above_start(steps, values, y, smooth, sigma, tag, what) -> Finding | None:
-    """Step 6 of the module doc: the run ends far above the loss of the untrained model."""
+def _start_level(values: np.ndarray, y: np.ndarray, start_loss: float | None) -> float:
+    """The log-loss the run started from (step 6): the lowest of the first points, or of the
+    first window's minimum when the logger recorded it (only for a positive loss, whose log is
+    not shifted by `log_loss`)."""
+    level = float(np.min(y[:EDGE_POINTS]))  # a blow-up can begin within the first points
+    if start_loss is not None and start_loss > 0 and np.all(values > 0):
+        level = min(level, float(np.log(start_loss)))
+    return level
+
+
+def _loss_value(values: np.ndarray, y: np.ndarray, start_level: float) -> float:
+    """The loss at `start_level` in its own units (exact for a positive loss, whose y is log)."""
+    return float(np.exp(start_level)) if np.all(values > 0) else _level(values, y, start_level)
+
+
+def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) -> Finding | None:
+    """Step 7 of the module doc: a sustained excursion 100x above where the run started."""
+    margin = max(Z_EXCESS * sigma, FAR_ABOVE_START)
+    far = smooth - start_level > margin
+    if y.size < MIN_POINTS or not far.any():
+        return None
+    first_far = int(np.argmax(far))
+    last_far = int(np.flatnonzero(far)[-1])
+    onset = _left_start(y, start_level, sigma, first_far)
+    peak = int(np.argmax(y))
+    ratio = float(np.exp(y[peak] - start_level))
+    last_healthy = int(steps[onset - 1]) if onset > 0 else None
+    end_loss = float(np.exp(np.median(smooth[-EDGE_POINTS:]) - start_level))
+    advice = (f"restart from a checkpoint at or before step {last_healthy}" if onset > 1
+              else "restart from the initialisation") + " with a lower learning rate, longer warm-up or gradient clipping"
+    return Finding(
+        kind="divergence",
+        severity="critical",
+        step=int(steps[onset]),
+        end_step=int(steps[last_far]),
+        tag=tag,
+        message=(
+            f"The {what} blows up from step {int(steps[onset])} to {ratio:.3g}x where it started "
+            f"(peak {float(values[peak]):.4g} at step {int(steps[peak])}) and stays more than "
+            f"{np.exp(margin):.3g}x above it until step {int(steps[last_far])}; it ends at {end_loss:.3g}x "
+            "the starting loss, but the weights went through a state far worse than their "
+            f"initialisation, so that is no recovery: {advice}."
+        ),
+        evidence={
+            "start_loss": _loss_value(values, y, start_level),
+            "peak_loss": float(values[peak]),
+            "peak_step": int(steps[peak]),
+            "ratio_peak_to_start": ratio,
+            "ratio_end_to_start": end_loss,
+            "far_above_until_step": int(steps[last_far]),
+            "margin_log": float(margin),
+            "noise_sigma_log": float(sigma),
+            "last_healthy_step": last_healthy,
+        },
+    )
+
+
+def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min) -> Finding | None:
+    """Step 6 of the module doc: the run ends far above the loss of the untrained model.
+
+    A start taken from a window minimum is biased low by the noise within the window, so the
+    end is then the window minima's too (like with like) when lower than the logged loss's."""
     if y.size < 4 * EDGE_POINTS:
         return None
-    start_level = float(np.min(y[:EDGE_POINTS]))  # a blow-up can begin within the first points
     end_level = float(np.median(smooth[-EDGE_POINTS:]))
+    if end_min is not None and end_min > 0 and np.all(values > 0):
+        end_level = min(end_level, float(np.log(end_min)))
     margin = max(Z_EXCESS * sigma, ENDS_ABOVE_START)
     if end_level - start_level <= margin:
         return None
     first_above = int(np.argmax(smooth - start_level > margin))
-    onset = _onset(y, np.full(y.size, start_level), sigma, first_above, 0)
+    onset = _left_start(y, start_level, sigma, first_above)
     peak = int(np.argmax(y))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
     ratio = float(np.exp(end_level - start_level))
@@ -175,15 +312,16 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what) -> Finding | 
         tag=tag,
         message=(
             f"The {what} rises from step {int(steps[onset])} (peak {float(values[peak]):.4g} at step "
-            f"{int(steps[peak])}) and ends {ratio:.3g}x above where it started: the weights are worse "
+            f"{int(steps[peak])}) and ends {ratio:.3g}x above where it started "
+            f"({_loss_value(values, y, start_level):.4g}): the weights are worse "
             "than at initialisation; "
             + (f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate, "
                "longer warm-up or gradient clipping." if last_healthy is not None
                else "lower the learning rate, lengthen warm-up or clip gradients.")
         ),
         evidence={
-            "start_loss": _level(values, y, start_level),
-            "end_loss": _level(values, y, end_level),
+            "start_loss": _loss_value(values, y, start_level),
+            "end_loss": _loss_value(values, y, end_level),
             "ratio_end_to_start": ratio,
             "peak_loss": float(values[peak]),
             "peak_step": int(steps[peak]),
@@ -254,6 +392,39 @@ def _long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma) -> 
             "last_healthy_step": last_healthy,
         },
     )
+
+
+def _left_start(y: np.ndarray, start_level: float, sigma: float, first: int) -> int:
+    """First point after the last raw point within ONSET_Z sigma of the start level, up to and
+    including `first` (the smoothed curve can be high from its very first point when the rise
+    begins within the first few points, so the raw points decide)."""
+    near = np.flatnonzero(y[: first + 1] - start_level <= ONSET_Z * sigma)
+    return min(int(near[-1]) + 1, y.size - 1) if near.size else 0
+
+
+def _trend_onset(y, smooth, best, sigma: float, onset: int, start: int, stop: int, settled_from: int) -> int:
+    """Where the rise's own straight line leaves the best level (step 4 of the module doc).
+
+    A Theil-Sen line (robust to the spikes a diverging run throws) through the log-loss from
+    the ONSET_Z onset `onset` (already inside the rise, if late) to the peak of the smoothed
+    excursion, followed back to the best level before it; used only when the line passes
+    within ONSET_Z sigma of the smoothed loss at `start`, the first point above the threshold
+    (a straight rise: a blow-up that levels off is not). For a steady creep this is unbiased however noisy the loss,
+    where the last point within ONSET_Z sigma of the best comes late by the time the creep
+    takes to outgrow the noise. For a convex rise (an exponential blow-up) the line lies below
+    the curve before `start`, so it never leaves the best level before the curve did.
+    """
+    peak = start + int(np.argmax(smooth[start:stop]))
+    if peak - onset + 1 < TREND_MIN_POINTS:
+        return onset
+    index = np.arange(onset, peak + 1)
+    if index.size > TREND_MAX_POINTS:  # Theil-Sen is quadratic in the points
+        index = index[np.linspace(0, index.size - 1, TREND_MAX_POINTS).astype(int)]
+    slope, intercept, _, _ = stats.theilslopes(y[index], index)
+    if not slope > 0 or abs(intercept + slope * start - smooth[start]) > ONSET_Z * sigma:
+        return onset  # not a straight rise (a blow-up that levels off): the line says nothing
+    crossing = (best[start] - intercept) / slope
+    return int(np.clip(np.ceil(crossing), settled_from, onset))
 
 
 def _onset(y: np.ndarray, best: np.ndarray, sigma: float, start: int, settled_from: int) -> int:

@@ -7,7 +7,10 @@ Method (an equivalence test on the log-loss against the run's own earlier progre
    The flattening of a planned anneal is outside it by construction; without a logged rate
    the domain runs to the end.
 2. Healthy loss curves are close to power laws in the step, i.e. straight lines in
-   (log2 step, log loss) whose slope shrinks slowly; a stall is a slope of zero. For a
+   (log2 step, log loss) whose slope shrinks slowly; a stall is a slope of zero. The step is
+   counted from the run's first logged step (plus one logging interval, so the first point is
+   not at log 0): a job resumed at step 100000 has the same curve as the same job numbered
+   from 0, and the verdict must not depend on where the numbering starts. For a
    candidate tail [s, end) of the domain (s on a 10% grid; the tail keeps at least
    `MIN_TAIL_SHARE` of the domain) we fit lines through binned medians (`robust.binned_line`)
    of the tail and of everything before it.
@@ -63,7 +66,7 @@ def stalled_convergence(
         return []
     y = log_loss(values)
     interval = float(np.median(np.diff(steps))) if n > 1 else 1.0
-    x = np.log2(np.maximum(steps, 0) + max(interval, 1.0))
+    x = np.log2(steps - steps[0] + max(interval, 1.0))  # relative: see step 2 of the module doc
     trend = rolling_median(y, TREND_WINDOW)
     sigma = max(robust_sigma(y - trend), TINY_LOG_SCALE)
     d0 = min(int(np.searchsorted(steps, schedule.warmup_end_step)), n - 1)
