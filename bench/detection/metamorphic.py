@@ -200,7 +200,8 @@ def verdicts(root: Path) -> dict[str, set[str]]:
 def rendered_root(split: str) -> Path:
     """Where the split's renderings are cached: they depend only on the cached raw values and on
     this module, so a re-run only analyses."""
-    digest = hashlib.sha1(Path(__file__).read_bytes() + cases_zoo.code_version().encode() + split.encode())
+    labelling = (Path(__file__).parent / "zoo_labels.py").read_bytes()  # which runs get which variants
+    digest = hashlib.sha1(Path(__file__).read_bytes() + labelling + cases_zoo.code_version().encode() + split.encode())
     return cases_zoo.cache_dir() / "rendered" / f"{split}-{digest.hexdigest()[:10]}"
 
 
