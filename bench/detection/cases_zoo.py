@@ -48,6 +48,7 @@ WINDOW_MAX_PATHS = ("hooks_logger", "hooks_monitor")  # log every step's maximum
 FAMILY = "zoo"  # every case here belongs to this family: run.py skips the module when it is filtered out
 OFFERED_SPLITS = tuple(SPLIT_SEEDS)
 JOBS = 1  # training processes for missing runs (run.py --jobs sets it)
+LIMIT: int | None = None  # only the first LIMIT runs of each split (run.py --zoo-runs sets it)
 
 
 def cache_dir() -> Path:
@@ -100,7 +101,8 @@ def draw_spec(split: str, index: int) -> dict:
 
 
 def specs(split: str) -> list[dict]:
-    return [draw_spec(split, i) for i in range(SPLIT_SIZES[split])]
+    count = SPLIT_SIZES[split] if LIMIT is None else min(LIMIT, SPLIT_SIZES[split])
+    return [draw_spec(split, i) for i in range(count)]
 
 
 def spec_key(spec: dict) -> str:

@@ -1,7 +1,7 @@
 """The labelled detection benchmark: tb-health next to losslint and published spike rules.
 
     PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both|sealed]
-        [--families synthetic,mindspore,zoo,metamorphic] [--jobs N] [--no-baselines] [--verbose]
+        [--families synthetic,mindspore,zoo,metamorphic] [--jobs N] [--zoo-runs N] [--no-baselines] [--verbose]
 
 Every `bench/detection/cases_*.py` module contributes `cases(split)`. Each case's logs are
 written into a fresh logdir, read back with our readers and analysed with the engine; the same
@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: synthetic, mindspore, zoo, metamorphic")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes training missing zoo runs (2 halves the first run on 2 free cores)")
+    parser.add_argument("--zoo-runs", type=int, help="only the first N zoo runs of each split (quick iterations)")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="list every run tb-health got wrong")
     parser.add_argument("--keep", type=Path, help="write the logdirs here instead of a temporary folder")
@@ -339,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.detection import cases_zoo
 
     cases_zoo.JOBS = max(1, args.jobs)
+    cases_zoo.LIMIT = args.zoo_runs
     for split in splits:
         run_split(split, families, not args.no_baselines, args.verbose, args.keep)
     return 0
