@@ -161,15 +161,16 @@ def logged_steps(spec: dict) -> np.ndarray:
     return np.arange(every, spec["steps"] + 1, every)
 
 
-def visibility(spec: dict, logged: np.ndarray, window_max: bool, every_point: bool):
-    """`visible_step(k, persistent)` for `zoo_labels.label_run`."""
+def visibility(logged: np.ndarray, window_max: bool, points: bool):
+    """`visible_step(k, persistent)` for `zoo_labels.label_run`: a one-step event shows in points
+    logged at its own step and in a logged window maximum, not in interval means."""
 
     def visible_step(k: int, persistent: bool = True) -> int | None:
         step = k + 1
         index = int(np.searchsorted(logged, step))
         if index >= logged.size:
             index = logged.size - 1
-        if persistent or window_max or every_point or int(logged[index]) == step:
+        if persistent or window_max or (points and int(logged[index]) == step):
             return int(logged[index])
         return None
 
@@ -182,9 +183,9 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     logged = logged_steps(spec)
     points = spec["logging"] != "hf"  # the Trainer logs interval means; the others log points
     window_max = spec["logging"] in WINDOW_MAX_PATHS
-    return zoo_labels.label_run(
-        run.loss, run.grad_norm, visibility(spec, logged, window_max, points and spec["log_every"] == 1)
-    )
+    if spec["log_every"] == 1:
+        points = True  # a mean over one step is the step
+    return zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points))
 
 
 def _copy_logs(source: Path, folder: Path) -> None:

@@ -9,8 +9,9 @@ Rules, in this order (a run may get several kinds):
 
 1. nonfinite: any loss is NaN or +-Inf. Label: the first such step.
 2. divergence: the run ends non-finite, or `final > DIVERGE_FACTOR * initial`, or
-   `final > REBOUND_FACTOR * best` where `best` is the least `smooth` before the end window
-   (a run that learned and lost it). Onset: where `smooth` is least before it first exceeds
+   `final > REBOUND_FACTOR * best` and `final - best > REBOUND_MIN_SHARE * initial`, where
+   `best` is the least `smooth` before the end window (a run that learned and lost a material
+   part of it: a classifier at 1e-5 that ends at 1e-3 rebounded 100x and lost nothing). Onset: where `smooth` is least before it first exceeds
    `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
    A divergence is a "slow creep" when its loss takes more than `CREEP_SHARE` of the run from
    the onset to that crossing.
@@ -21,9 +22,11 @@ Rules, in this order (a run may get several kinds):
    step of either.
 4. vanishing_gradients: the median gradient norm of the second half is below `VANISH_FLOOR`
    while the loss has not converged (`final > NOT_CONVERGED * initial`). Label: step 1.
-5. stalled_convergence (only when neither 1 nor 2 holds): the least `smooth` over the first
-   `STALL_SHARE` of the run is above `(1 - STALL_GAIN) * initial`: no real progress in the
-   first half. Label: step 1.
+5. stalled_convergence (only when neither 1 nor 2 holds): the median loss from `STALL_FROM` to
+   `STALL_TO` of the run is above `(1 - STALL_GAIN)` times the median over `EARLY` (after the
+   first transient of the initialisation) and above `NOT_CONVERGED * initial`: no real
+   progress by the first half while still far from converged (medians over a tenth and a
+   quarter of the run, so that small noisy batches do not fake progress). Label: step 1.
 6. loss_spike: a step whose loss is at least `SPIKE_RATIO` times the median of the previous
    `SPIKE_CONTEXT` steps, exceeds it by `SPIKE_MIN_SHARE` of `initial` (material at the scale
    of the run: half of what it started from) and by `SPIKE_MADS` robust deviations of that context, and after which the median
@@ -50,12 +53,14 @@ SMOOTH_MIN = 5
 SMOOTH_DIVISOR = 50
 DIVERGE_FACTOR = 2.0
 REBOUND_FACTOR = 5.0
+REBOUND_MIN_SHARE = 0.25
 ONSET_FACTOR = 2.0
 CREEP_SHARE = 0.10
 EXPLODE_DECADES = 2.0
 VANISH_FLOOR = 1e-6
 NOT_CONVERGED = 0.5
-STALL_SHARE = 0.5
+STALL_FROM, STALL_TO = 0.25, 0.5
+EARLY = (0.05, 0.15)
 STALL_GAIN = 0.05
 SPIKE_RATIO = 2.0
 SPIKE_CONTEXT = 20
@@ -106,7 +111,8 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step) -> tuple[dict[st
     ends_bad = not finite[-1]
     head = smooth[: max(1, n - window)]
     best = float(np.nanmin(head)) if np.isfinite(head).any() else initial
-    if ends_bad or final > DIVERGE_FACTOR * initial or final > REBOUND_FACTOR * best:
+    rebound = final > REBOUND_FACTOR * best and final - best > REBOUND_MIN_SHARE * initial
+    if ends_bad or final > DIVERGE_FACTOR * initial or rebound:
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
         creep = crossing - onset > CREEP_SHARE * n
@@ -118,8 +124,9 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step) -> tuple[dict[st
     if second.size and np.median(second) < VANISH_FLOOR and final > NOT_CONVERGED * initial:
         labels["vanishing_gradients"] = [logged(0)]
     if "nonfinite" not in labels and "divergence" not in labels:
-        early = smooth[: max(window, int(n * STALL_SHARE))]
-        if np.nanmin(early) > (1 - STALL_GAIN) * initial:
+        quarter = float(np.nanmedian(safe[int(n * STALL_FROM): int(n * STALL_TO) + 1]))
+        early = float(np.nanmedian(safe[int(n * EARLY[0]): int(n * EARLY[1]) + 1]))
+        if quarter > (1 - STALL_GAIN) * early and quarter > NOT_CONVERGED * initial:
             labels["stalled_convergence"] = [logged(0)]
     spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
     if spikes:
