@@ -185,7 +185,8 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     window_max = spec["logging"] in WINDOW_MAX_PATHS
     if spec["log_every"] == 1:
         points = True  # a mean over one step is the step
-    return zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points))
+    step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
+    return zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time)
 
 
 def _copy_logs(source: Path, folder: Path) -> None:

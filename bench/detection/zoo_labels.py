@@ -15,11 +15,11 @@ Rules, in this order (a run may get several kinds):
    `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
    A divergence is a "slow creep" when its loss takes more than `CREEP_SHARE` of the run from
    the onset to that crossing.
-3. exploding_gradients: a gradient norm is non-finite while the loss is finite, or the running
-   median of log10(grad) rises `EXPLODE_DECADES` above its median over the first `W` steps
-   (above where it started, not above a low it reached by converging: a classifier near zero
-   loss has tiny gradients that grow back by decades on its hard batches). Label: the first
-   step of either.
+3. exploding_gradients: the running median of the finite log10(grad) rises `EXPLODE_DECADES`
+   above its median over the first `W` steps (above where it started, not above a low it
+   reached by converging: a classifier near zero loss has tiny gradients that grow back by
+   decades on its hard batches). A gradient that overflows to Inf with the loss turning NaN
+   the next step is rule 1's business, not this one. Label: the first step of the rise.
 4. vanishing_gradients: the median gradient norm of the second half is below `VANISH_FLOOR`
    while the loss has not converged (`final > NOT_CONVERGED * initial`). Label: step 1.
 5. stalled_convergence (only when neither 1 nor 2 holds): the median loss from `STALL_FROM` to
@@ -34,6 +34,13 @@ Rules, in this order (a run may get several kinds):
    (a spike, not the start of a divergence). Steps in the first `W` steps are not considered.
    A spike is labelled only where the run's logs can show it: the loss logged every step, a
    logged window maximum (our hooks), or the spike's own step being a logged point.
+
+7. throughput (only where the logs carry step times: our hooks' paths): the running median of
+   the step time over a quarter of the run exceeds `SLOWDOWN` times its median over the first
+   quarter (after the first `W` steps: compilation). The zoo trains on a shared machine whose
+   load swings, so sustained slowdowns happen for real; only a doubling held for a quarter of
+   the run is labelled (an alarm on a shorter burst counts as a false one). Label: its first
+   step.
 
 Anything else is healthy. Why these values: a cross-entropy over 8 classes starts near
 ln 8 = 2.08 and a working run ends well below it; doubling it (DIVERGE_FACTOR) cannot happen by
@@ -67,6 +74,7 @@ SPIKE_CONTEXT = 20
 SPIKE_MIN_SHARE = 0.5
 SPIKE_MADS = 10.0
 SPIKE_RECOVERED = 1.5
+SLOWDOWN = 2.0
 
 
 def running_median(values: np.ndarray, window: int) -> np.ndarray:
@@ -83,11 +91,13 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
             return np.nanmedian(windows, axis=1)
 
 
-def label_run(loss: np.ndarray, grad: np.ndarray, visible_step) -> tuple[dict[str, list[int]], bool]:
+def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
+              step_time: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
     """(kind -> labelled logged steps, slow creep?) for one run.
 
-    `visible_step(k)` maps the raw step index k to the logged step where the logs show it, or
-    None when its logging cannot show a one-step event there.
+    `visible_step(k, persistent)` maps the raw step index k to the logged step where the logs
+    show it, or None when its logging cannot show a one-step event there. `step_time`: the
+    per-step seconds, when the run's logs carry step times.
     """
     n = loss.size
     window = max(SMOOTH_MIN, n // SMOOTH_DIVISOR)
@@ -116,7 +126,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step) -> tuple[dict[st
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
         creep = crossing - onset > CREEP_SHARE * n
-    explode = exploding_step(grad, finite, window)
+    explode = exploding_step(grad, window)
     if explode is not None:
         labels["exploding_gradients"] = [logged(explode)]
     second = grad[n // 2:]
@@ -131,7 +141,22 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step) -> tuple[dict[st
     spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
     if spikes:
         labels["loss_spike"] = sorted({int(visible_step(s, persistent=False)) for s in spikes})
+    if step_time is not None:
+        slow = slowdown_step(step_time, window)
+        if slow is not None:
+            labels["throughput"] = [logged(slow)]
     return labels, creep
+
+
+def slowdown_step(step_time: np.ndarray, window: int) -> int | None:
+    n = step_time.size
+    base = step_time[window: max(window + 1, n // 4)]
+    base = base[np.isfinite(base)]
+    if not base.size:
+        return None
+    level = running_median(step_time, max(SMOOTH_MIN, n // 4))
+    slow = level[window:] > SLOWDOWN * float(np.median(base))
+    return int(np.argmax(slow)) + window if slow.any() else None
 
 
 def divergence_onset(smooth: np.ndarray, finite: np.ndarray) -> tuple[int, int]:
@@ -147,9 +172,7 @@ def divergence_onset(smooth: np.ndarray, finite: np.ndarray) -> tuple[int, int]:
     return int(np.argmin(level[:crossing])), crossing
 
 
-def exploding_step(grad: np.ndarray, finite_loss: np.ndarray, window: int) -> int | None:
-    bad = ~np.isfinite(grad) & finite_loss
-    first_bad = int(np.argmax(bad)) if bad.any() else None
+def exploding_step(grad: np.ndarray, window: int) -> int | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log10(np.where(np.isfinite(grad) & (grad > 0), grad, np.nan))
     level = running_median(logs, window)
@@ -160,8 +183,7 @@ def exploding_step(grad: np.ndarray, finite_loss: np.ndarray, window: int) -> in
             above = level - np.median(start) >= EXPLODE_DECADES
         if above.any():
             rise = int(np.argmax(above))
-    found = [s for s in (first_bad, rise) if s is not None]
-    return min(found) if found else None
+    return rise
 
 
 def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:
