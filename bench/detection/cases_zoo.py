@@ -162,14 +162,17 @@ def logged_steps(spec: dict) -> np.ndarray:
 
 
 def visibility(logged: np.ndarray, window_max: bool, points: bool):
-    """`visible_step(k, persistent)` for `zoo_labels.label_run`: a one-step event shows in points
-    logged at its own step and in a logged window maximum, not in interval means."""
+    """`visible_step(k, persistent, nonfinite)` for `zoo_labels.label_run`: a one-step event shows
+    in points logged at its own step and in a logged window maximum (or count), not in interval
+    means, except a NaN or Inf, which makes its window's mean non-finite."""
 
-    def visible_step(k: int, persistent: bool = True) -> int | None:
+    def visible_step(k: int, persistent: bool = True, nonfinite: bool = False) -> int | None:
         step = k + 1
         index = int(np.searchsorted(logged, step))
         if index >= logged.size:
             index = logged.size - 1
+        if nonfinite and not points:  # a NaN or Inf in a window makes its mean non-finite
+            return int(logged[index])
         if persistent or window_max or (points and int(logged[index]) == step):
             return int(logged[index])
         return None

@@ -7,7 +7,9 @@ the first `W` finite losses; `final` the median of the last `W` steps.
 
 Rules, in this order (a run may get several kinds):
 
-1. nonfinite: any loss is NaN or +-Inf. Label: the first such step.
+1. nonfinite: any loss is NaN or +-Inf where the logs can show it (a logged point at that step,
+   a mean over a window holding it, or our hooks' non-finite count). Label: the first such
+   step.
 2. divergence: the run ends non-finite, or `final > DIVERGE_FACTOR * initial`, or
    `final > REBOUND_FACTOR * best` and `final - best > REBOUND_MIN_SHARE * initial`, where
    `best` is the least `smooth` before the end window (a run that learned and lost a material
@@ -114,8 +116,10 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     safe = np.where(finite, loss, np.nan)
     smooth = running_median(safe, window)
     initial = float(np.median(loss[finite][:window]))
-    if not finite.all():
-        labels["nonfinite"] = [logged(int(np.argmax(~finite)))]
+    shown = [visible_step(int(k), persistent=False, nonfinite=True) for k in np.flatnonzero(~finite)]
+    shown = [step for step in shown if step is not None]
+    if shown:
+        labels["nonfinite"] = [min(shown)]
     tail = safe[-window:]
     final = float(np.nanmedian(tail)) if np.isfinite(tail).any() else np.inf
     ends_bad = not finite[-1]
