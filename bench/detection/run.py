@@ -1,10 +1,14 @@
 """The labelled detection benchmark: tb-health next to losslint and published spike rules.
 
-    PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both] [--families synthetic,mindspore]
+    PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both|sealed]
+        [--families synthetic,mindspore,zoo,metamorphic] [--jobs N] [--zoo-runs N] [--no-baselines] [--verbose]
 
 Every `bench/detection/cases_*.py` module contributes `cases(split)`. Each case's logs are
 written into a fresh logdir, read back with our readers and analysed with the engine; the same
-runs go through losslint and the published rules. Printed per split:
+runs go through losslint and the published rules. Families: "synthetic", "mindspore", "zoo"
+(randomised real trainings labelled by rule, `cases_zoo`) and "metamorphic" (the zoo's verdict
+invariances, `metamorphic`). Splits: "dev", "holdout", "both" (= dev and holdout) and "sealed"
+(the zoo's sealed holdout: run it once, at integration, never while tuning). Printed per split:
 
 - per kind: run-level precision and recall (a run counts as found for a kind when it has a
   warning or critical finding of that kind);
@@ -12,7 +16,9 @@ runs go through losslint and the published rules. Printed per split:
 - spike event F1: a found spike matches a labelled one within `SPIKE_TOLERANCE_POINTS` logged
   intervals, each label matched once;
 - divergence: median |found - labelled onset| in logged points;
-- the share of healthy runs with any warning or critical finding.
+- slow creep: median (found - labelled onset) / run length over the slowly rising divergences;
+- the share of healthy runs with any warning or critical finding;
+- with "metamorphic": per transformation, how often a zoo run's verdict changes.
 """
 
 from __future__ import annotations
@@ -44,6 +50,10 @@ def collect_cases(split: str, families: set[str] | None = None) -> list[Case]:
         if not module_info.name.startswith("cases_"):
             continue
         module = importlib.import_module(f"bench.detection.{module_info.name}")
+        if split not in getattr(module, "OFFERED_SPLITS", ("dev", "holdout")):
+            continue
+        if families is not None and getattr(module, "FAMILY", None) not in (None, *families):
+            continue  # a single-family module filtered out: do not build (or train) its cases
         if not hasattr(module, "cases"):
             print(f"skipping bench/detection/{module_info.name}.py: it has no cases(split)", file=sys.stderr)
             continue
@@ -184,6 +194,18 @@ def divergence_delays(cases: list[Case], predictions: Predictions, info: dict[st
     return delays
 
 
+def creep_delays(cases: list[Case], predictions: Predictions) -> list[float]:
+    """(first divergence found - labelled onset) / run length, over slowly rising divergences."""
+    delays = []
+    for case in cases:
+        if not case.creep or not case.steps or "divergence" not in case.expected:
+            continue
+        found = predictions.steps(case.name, "divergence")
+        if found:
+            delays.append((min(found) - case.expected["divergence"][0]) / case.steps)
+    return delays
+
+
 def healthy_alarm_share(cases: list[Case], predictions: Predictions) -> float:
     healthy = [c for c in cases if c.healthy]
     if not healthy:
@@ -219,9 +241,11 @@ def print_tables(split: str, cases: list[Case], tools: list[Predictions], info: 
         labelled = sum(kind in case.expected for case in cases)
         print(f"{kind:<22}{labelled:>6}{fmt(c.precision, 8)}{fmt(c.recall, 8)}{fmt(c.f1, 8)}")
     header = (f"{'tool':<20}" + "".join(f"{k[:10]:>11}" for k in loss_kinds)
-              + f"{'runF1':>8}{'spikeEvF1':>10}{'spikeP':>8}{'spikeR':>8}{'divDelay':>9}{'divAny':>8}{'healthyFA':>10}{'sec':>7}")
-    print("\nside by side: per-kind run-level F1, loss kinds together, spike events, divergence delay "
-          "(median |found-onset| in logged points), any alarm on diverging runs, healthy runs with alarms")
+              + f"{'runF1':>8}{'allF1':>7}{'spikeEvF1':>10}{'spikeP':>8}{'spikeR':>8}{'divDelay':>9}{'creep':>7}{'divAny':>8}"
+              f"{'healthyFA':>10}{'sec':>7}")
+    print("\nside by side: per-kind run-level F1, loss kinds together, all labelled kinds together, spike events, "
+          "divergence delay (median |found-onset| in logged points), slow-creep delay (median share of the run), "
+          "any alarm on diverging runs, healthy runs with alarms")
     print(header)
     summary = {}
     for tool in tools:
@@ -231,14 +255,20 @@ def print_tables(split: str, cases: list[Case], tools: list[Predictions], info: 
             c = run_level(cases, tool, kind)
             total.add(c)
             cells.append(fmt(c.f1, 11))
+        every_kind = Counts()
+        for kind in kinds:
+            every_kind.add(run_level(cases, tool, kind))
+        creep = creep_delays(cases, tool)
+        median_creep = float(np.median(creep)) if creep else float("nan")
         events = spike_events(cases, tool, info)
         delays = divergence_delays(cases, tool, info)
         median_delay = float(np.median(np.abs(delays))) if delays else float("nan")
         share = healthy_alarm_share(cases, tool)
-        print(f"{tool.tool:<20}" + "".join(cells) + f"{fmt(total.f1, 8)}{fmt(events.f1, 10)}{fmt(events.precision, 8)}"
-              f"{fmt(events.recall, 8)}{fmt(median_delay, 9)}{fmt(any_alarm_recall(cases, tool, 'divergence'), 8)}"
+        print(f"{tool.tool:<20}" + "".join(cells) + f"{fmt(total.f1, 8)}{fmt(every_kind.f1, 7)}{fmt(events.f1, 10)}"
+              f"{fmt(events.precision, 8)}{fmt(events.recall, 8)}{fmt(median_delay, 9)}{fmt(median_creep, 7)}{fmt(any_alarm_recall(cases, tool, 'divergence'), 8)}"
               f"{fmt(share, 10)}{tool.seconds:>7.1f}")
-        summary[tool.tool] = {"run_f1": total.f1, "spike_event_f1": events.f1, "divergence_median_delay": median_delay,
+        summary[tool.tool] = {"run_f1": total.f1, "all_kinds_f1": every_kind.f1, "spike_event_f1": events.f1,
+                              "divergence_median_delay": median_delay, "creep_median_delay": median_creep,
                               "healthy_alarm_share": share}
     return summary
 
@@ -251,8 +281,9 @@ def misses(cases: list[Case], predictions: Predictions) -> list[str]:
         extra = found - set(case.expected)
         spikes = sorted(set(predictions.steps(case.name, "loss_spike")))
         labelled = sorted(case.expected.get("loss_spike", []))
+        note = f"  [{case.note}]" if case.note else ""
         if missing or extra:
-            lines.append(f"  {case.name}: missed {sorted(missing)} extra {sorted(extra)}")
+            lines.append(f"  {case.name}: missed {sorted(missing)} extra {sorted(extra)}{note}")
         elif labelled and len(spikes) != len(labelled):
             lines.append(f"  {case.name}: spikes labelled at {labelled}, found at {spikes}")
     return lines
@@ -260,6 +291,19 @@ def misses(cases: list[Case], predictions: Predictions) -> list[str]:
 
 def run_split(split: str, families: set[str] | None, with_baselines: bool, verbose: bool, keep: Path | None) -> dict:
     cases = collect_cases(split, families)
+    summary: dict = {}
+    if cases:
+        summary = analyse_cases(split, cases, with_baselines, verbose, keep)
+    if families is None or "metamorphic" in families:
+        from bench.detection import metamorphic
+
+        outcomes = metamorphic.check(split)
+        metamorphic.print_table(split, outcomes)
+        summary["metamorphic"] = {o.transform: o.held_share for o in outcomes}
+    return summary
+
+
+def analyse_cases(split: str, cases: list[Case], with_baselines: bool, verbose: bool, keep: Path | None) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"tbh-bench-{split}-") as scratch:
         root = (keep / split) if keep else Path(scratch)
         started = time.perf_counter()
@@ -280,14 +324,23 @@ def run_split(split: str, families: set[str] | None, with_baselines: bool, verbo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("dev", "holdout", "both"), default="both")
-    parser.add_argument("--families", default="synthetic,mindspore", help="comma-separated case families")
+    parser.add_argument("--split", choices=("dev", "holdout", "both", "sealed"), default="both",
+                        help="both = dev and holdout; sealed = the zoo's sealed holdout (run once, at integration)")
+    parser.add_argument("--families", default="synthetic,mindspore,zoo,metamorphic",
+                        help="comma-separated: synthetic, mindspore, zoo, metamorphic")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes training missing zoo runs (2 halves the first run on 2 free cores)")
+    parser.add_argument("--zoo-runs", type=int, help="only the first N zoo runs of each split (quick iterations)")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="list every run tb-health got wrong")
     parser.add_argument("--keep", type=Path, help="write the logdirs here instead of a temporary folder")
     args = parser.parse_args(argv)
     splits = ("dev", "holdout") if args.split == "both" else (args.split,)
     families = set(args.families.split(","))
+    from bench.detection import cases_zoo
+
+    cases_zoo.JOBS = max(1, args.jobs)
+    cases_zoo.LIMIT = args.zoo_runs
     for split in splits:
         run_split(split, families, not args.no_baselines, args.verbose, args.keep)
     return 0

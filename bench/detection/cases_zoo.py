@@ -1,0 +1,236 @@
+"""The zoo: real MindSpore CPU trainings with randomised settings, labelled by what happened.
+
+Each run draws (from its split's seed) an architecture (MLP of 1-6 layers, a one-convolution
+CNN, or a 1-2 block Transformer encoder), width, activation (ReLU, tanh, sigmoid, GELU),
+optimiser (SGD, Momentum, Adam, AdamW), a learning rate log-uniform over a range that runs from
+far too low to far too high for that optimiser, batch size, schedule (constant, warm-up +
+cosine, step decay), precision (float32, float16, float16 with a static loss scale), input scale,
+a logging path (see `zoo_training`) with its logging interval, and for some runs corrupted
+batches at random steps. It is labelled by the objective rules of `zoo_labels` applied to its
+raw per-step values, not by what was injected.
+
+Trainings run in child processes (`zoo_training`), cached under `bench/detection/.zoo_cache/`
+(gitignored; `TB_HEALTH_ZOO_CACHE` moves it) by spec and by a hash of the training code, so a
+re-run only analyses. The cache keeps each step's raw loss, gradient norm, rate and step time,
+from which `metamorphic` renders its variants.
+
+Splits: "dev" (tune against it), "holdout" (another seed), "sealed" (another seed again: run
+only once, by whoever integrates, never while tuning; `--split both` leaves it out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import cache, partial
+from pathlib import Path
+
+import numpy as np
+
+from bench.detection import zoo_labels
+from bench.detection.case import Case
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+SPLIT_SEEDS = {"dev": 20_261, "holdout": 40_427, "sealed": 90_731}
+SPLIT_SIZES = {"dev": 120, "holdout": 40, "sealed": 40}
+LOGGING_PATHS = ("hooks_logger", "hooks_monitor", "custom", "mindformers", "hf", "summary_collector")
+LOG_EVERY = {"hooks_logger": (1, 5, 10), "hooks_monitor": (1, 5, 10), "custom": (1, 5, 10, 20),
+             "mindformers": (1, 5, 10), "hf": (5, 10, 20), "summary_collector": (1, 5, 10)}
+LR_RANGES = {"sgd": (1e-4, 30.0), "momentum": (1e-5, 10.0), "adam": (1e-6, 1.0), "adamw": (1e-6, 1.0)}
+WINDOW_MAX_PATHS = ("hooks_logger", "hooks_monitor")  # log every step's maximum since the last point
+FAMILY = "zoo"  # every case here belongs to this family: run.py skips the module when it is filtered out
+OFFERED_SPLITS = tuple(SPLIT_SEEDS)
+JOBS = 1  # training processes for missing runs (run.py --jobs sets it)
+LIMIT: int | None = None  # only the first LIMIT runs of each split (run.py --zoo-runs sets it)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TB_HEALTH_ZOO_CACHE", HERE / ".zoo_cache"))
+
+
+@cache
+def code_version() -> str:
+    """Changes when the training code changes, so stale cached runs are not reused."""
+    digest = hashlib.sha1()
+    for name in ("zoo_training.py",):
+        digest.update((HERE / name).read_bytes())
+    return digest.hexdigest()[:8]
+
+
+def draw_spec(split: str, index: int) -> dict:
+    rng = np.random.default_rng([SPLIT_SEEDS[split], index])
+    arch = str(rng.choice(["mlp", "cnn", "transformer"], p=[0.84, 0.06, 0.10]))
+    optimizer = str(rng.choice(["sgd", "momentum", "adam", "adamw"]))
+    low, high = LR_RANGES[optimizer]
+    logging = str(rng.choice(LOGGING_PATHS))
+    spec = {
+        "name": f"zoo_{split}_{index:03d}",
+        "seed": int(SPLIT_SEEDS[split] * 1000 + index),
+        "data_seed": int(rng.integers(0, 2**31)),
+        "arch": arch,
+        "depth": int(rng.integers(1, 7)) if arch == "mlp" else 1,
+        "width": int(rng.choice([16, 32, 64])) if arch == "mlp" else (4 if arch == "cnn" else 16),
+        "activation": str(rng.choice(["relu", "tanh", "sigmoid", "gelu"])),
+        "optimizer": optimizer,
+        "lr": float(np.exp(rng.uniform(np.log(low), np.log(high)))),
+        "batch": int(rng.choice([8, 16, 32, 64, 128])),
+        "steps": int(np.exp(rng.uniform(np.log(200), np.log(500)))) if arch == "mlp" else 200,
+        "schedule": str(rng.choice(["constant", "warmup_cosine", "step_decay"])),
+        "warmup_share": float(rng.uniform(0.02, 0.1)),
+        "milestones": sorted(float(m) for m in rng.uniform(0.3, 0.9, int(rng.integers(1, 3)))),
+        "precision": str(rng.choice(["float32", "float16", "loss_scale"], p=[0.6, 0.2, 0.2])),
+        "noise": float(rng.uniform(0.8, 2.0)),
+        "input_scale": float(rng.choice([1.0, 10.0], p=[0.85, 0.15])),
+        "logging": logging,
+        "log_every": int(rng.choice(LOG_EVERY[logging])),
+    }
+    if spec["precision"] == "loss_scale":
+        spec["loss_scale"] = float(rng.choice([2.0**10, 2.0**14, 2.0**16]))
+    if rng.random() < 0.2:
+        count = int(rng.integers(1, 4))
+        spec["corrupt_steps"] = sorted(int(s) for s in rng.integers(int(0.2 * spec["steps"]), int(0.9 * spec["steps"]), count))
+        spec["corrupt_scale"] = float(rng.uniform(5, 30))
+    return spec
+
+
+def specs(split: str) -> list[dict]:
+    count = SPLIT_SIZES[split] if LIMIT is None else min(LIMIT, SPLIT_SIZES[split])
+    return [draw_spec(split, i) for i in range(count)]
+
+
+def spec_key(spec: dict) -> str:
+    return hashlib.sha1((json.dumps(spec, sort_keys=True) + code_version()).encode()).hexdigest()[:10]
+
+
+def cached_stem(spec: dict) -> Path:
+    return cache_dir() / f"{spec['name']}-{spec_key(spec)}"
+
+
+def ensure_trained(all_specs: list[dict], jobs: int = 1) -> None:
+    """Train the specs missing from the cache, in `jobs` child processes."""
+    missing = [dict(s, name=cached_stem(s).name) for s in all_specs if not cached_stem(s).with_suffix(".npz").exists()]
+    if not missing:
+        return
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    for spec in missing:  # logs of an interrupted training would be appended to
+        shutil.rmtree(folder / f"{spec['name']}.logs", ignore_errors=True)
+    print(f"training {len(missing)} zoo runs in {jobs} process(es), cached in {folder} ...", file=sys.stderr, flush=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"  # what MindSpore sets at import
+    children = []
+    with tempfile.TemporaryDirectory(prefix="tbh-zoo-specs-") as scratch:
+        for job in range(jobs):
+            share = missing[job::jobs]
+            if not share:
+                continue
+            spec_file = Path(scratch) / f"specs{job}.json"
+            spec_file.write_text(json.dumps(share))
+            children.append(subprocess.Popen([sys.executable, "-m", "bench.detection.zoo_training", str(spec_file), str(folder)],
+                                             cwd=scratch, env=env, stdout=subprocess.DEVNULL))
+        codes = [child.wait() for child in children]
+    if any(codes):
+        raise RuntimeError(f"zoo training failed (exit codes {codes}); finished runs stay cached")
+
+
+@dataclass(frozen=True)
+class ZooRun:
+    spec: dict
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    lr: np.ndarray
+    step_time: np.ndarray
+    logs: Path
+
+
+def load(spec: dict) -> ZooRun:
+    stem = cached_stem(spec)
+    data = np.load(stem.with_suffix(".npz"))
+    return ZooRun(spec, data["loss"], data["grad_norm"], data["lr"], data["step_time"], stem.with_suffix(".logs"))
+
+
+def logged_steps(spec: dict) -> np.ndarray:
+    every = spec["log_every"]
+    return np.arange(every, spec["steps"] + 1, every)
+
+
+def visibility(logged: np.ndarray, window_max: bool, points: bool):
+    """`visible_step(k, persistent, nonfinite)` for `zoo_labels.label_run`: a one-step event shows
+    in points logged at its own step and in a logged window maximum (or count), not in interval
+    means, except a NaN or Inf, which makes its window's mean non-finite."""
+
+    def visible_step(k: int, persistent: bool = True, nonfinite: bool = False) -> int | None:
+        step = k + 1
+        index = int(np.searchsorted(logged, step))
+        if index >= logged.size:
+            index = logged.size - 1
+        if nonfinite and not points:  # a NaN or Inf in a window makes its mean non-finite
+            return int(logged[index])
+        if persistent or window_max or (points and int(logged[index]) == step):
+            return int(logged[index])
+        return None
+
+    return visible_step
+
+
+def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
+    """Labels of the run as logged by its own logging path."""
+    spec = run.spec
+    logged = logged_steps(spec)
+    points = spec["logging"] != "hf"  # the Trainer logs interval means; the others log points
+    window_max = spec["logging"] in WINDOW_MAX_PATHS
+    if spec["log_every"] == 1:
+        points = True  # a mean over one step is the step
+    step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
+    return zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time)
+
+
+def _copy_logs(source: Path, folder: Path) -> None:
+    """Copy the run's logs; a lone `rank_0/` (hooks, MindFormers) is flattened so the run keeps
+    the case's name."""
+    inner = list(source.iterdir())
+    if len(inner) == 1 and inner[0].is_dir():
+        source = inner[0]
+    shutil.copytree(source, folder, dirs_exist_ok=True)
+
+
+def describe(spec: dict) -> str:
+    """The settings that matter when reading a misjudged run."""
+    text = (f"{spec['arch']} d{spec['depth']} {spec['activation']} {spec['optimizer']} lr={spec['lr']:.2g} "
+            f"{spec['schedule']} {spec['precision']} b{spec['batch']} {spec['steps']} steps, "
+            f"{spec['logging']} every {spec['log_every']}")
+    return text + (f", corrupt at {spec['corrupt_steps']}" if spec.get("corrupt_steps") else "")
+
+
+def cases(split: str) -> list[Case]:
+    if split not in SPLIT_SEEDS:
+        return []
+    all_specs = specs(split)
+    ensure_trained(all_specs, JOBS)
+    out = []
+    for spec in all_specs:
+        run = load(spec)
+        expected, creep = labels_for(run)
+        out.append(Case(spec["name"], partial(_copy_logs, run.logs), expected, family=FAMILY, creep=creep,
+                        steps=spec["steps"], note=describe(spec)))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench.detection.cases_zoo train SPLIT [JOBS]`: fill the cache only."""
+    if len(argv) >= 2 and argv[0] == "train":
+        ensure_trained(specs(argv[1]), int(argv[2]) if len(argv) > 2 else 1)
+        return 0
+    print(main.__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

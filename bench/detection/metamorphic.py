@@ -1,0 +1,263 @@
+"""Metamorphic checks: a zoo run's verdict must not change under transformations of its logs
+that change nothing about the training.
+
+The verdict of a run is the set of finding kinds tb-health reports at warning or critical
+severity (the empty set: healthy). Every zoo run is rendered from its raw per-step values
+(`cases_zoo`, cached) as a reference, the loss, learning rate and global gradient norm logged at
+every step under `train/loss`, `train/lr`, `train/grad_norm`, and once per transformation:
+
+- `every_N_points` / `every_N_means` (N = 5, 10, 50): logged every N steps, the last step's
+  values or the mean loss over the window (the rate and norm of the last step);
+- `offset_100000`: every step number + 100000 (a run resumed from a late checkpoint);
+- `loss_x10`, `loss_x0.01`: the loss multiplied by a constant (another loss reduction or unit);
+- `tag_loss`, `tag_Loss_train`: the loss under another spelling that `roles.py` recognises;
+- `tensor_scalars`: the values as tensor-encoded scalars (the way TensorBoard's summary_v2 and
+  TF2 write them) instead of the legacy `simple_value`;
+- `resume_duplicate`: the run split into two event files, the second (written later) repeating
+  the last `RESUME_REPEAT` steps of the first, as a job resumed from a checkpoint does;
+- `healthy_tail` (runs labelled healthy only): `TAIL_SHARE` more steps whose loss, rate and norm
+  are drawn from the last `TAIL_SOURCE_SHARE` of the run (a run that simply went on).
+
+A run labelled with a loss spike is left out of the `every_N_*` checks: a one-step spike cannot
+be seen in points that skip its step or in means that dilute it, so its verdict may rightly
+change there. So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
+rightly decline to judge a handful of points (the stall test needs 16), and the zoo's runs of
+200-500 steps keep only 4-10 points at N = 50, so that row is empty unless longer runs join. Target: each invariance holds on at least `TARGET_SHARE` of the runs.
+Everything is written with TensorBoard's own `EventFileWriter` and protos.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.scalar import metadata as scalar_metadata
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.util import tensor_util
+
+from bench.detection import cases_zoo
+from bench.detection.events import SECONDS_PER_STEP, WALL_START
+
+TARGET_SHARE = 0.98
+INTERVALS = (5, 10, 50)
+OFFSET = 100_000
+LOSS_FACTORS = (10.0, 0.01)
+TAG_SPELLINGS = ("loss", "Loss/train")
+RESUME_AT_SHARE = 0.6
+RESUME_REPEAT = 20
+TAIL_SHARE = 0.5
+TAIL_SOURCE_SHARE = 0.2
+SUBSAMPLING_PREFIX = "every_"
+MIN_POINTS = 16
+
+
+@dataclass
+class Rendering:
+    """What to write for one run: event files, each a list of (step, {tag: value})."""
+
+    files: list[list[tuple[int, dict[str, float]]]]
+    tensor_encoded: bool = False
+
+
+def rows(steps: np.ndarray, series: dict[str, np.ndarray]) -> list[tuple[int, dict[str, float]]]:
+    return [(int(step), {tag: float(values[i]) for tag, values in series.items()}) for i, step in enumerate(steps)]
+
+
+def base_series(run: cases_zoo.ZooRun, loss_tag: str = "train/loss") -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    steps = np.arange(1, run.loss.size + 1)
+    return steps, {loss_tag: run.loss, "train/lr": run.lr, "train/grad_norm": run.grad_norm}
+
+
+def reference(run: cases_zoo.ZooRun) -> Rendering:
+    return Rendering([rows(*base_series(run))])
+
+
+def every(interval: int, means: bool) -> Callable[[cases_zoo.ZooRun], Rendering]:
+    def render(run: cases_zoo.ZooRun) -> Rendering:
+        points = run.loss.size // interval
+        last = np.arange(1, points + 1) * interval - 1
+        windows = run.loss[: points * interval].reshape(points, interval)
+        loss = windows.mean(axis=1) if means else run.loss[last]
+        series = {"train/loss": loss, "train/lr": run.lr[last], "train/grad_norm": run.grad_norm[last]}
+        return Rendering([rows(last + 1, series)])
+
+    return render
+
+
+def offset(run: cases_zoo.ZooRun) -> Rendering:
+    steps, series = base_series(run)
+    return Rendering([rows(steps + OFFSET, series)])
+
+
+def loss_times(factor: float) -> Callable[[cases_zoo.ZooRun], Rendering]:
+    def render(run: cases_zoo.ZooRun) -> Rendering:
+        steps, series = base_series(run)
+        series["train/loss"] = series["train/loss"] * factor
+        return Rendering([rows(steps, series)])
+
+    return render
+
+
+def spelled(tag: str) -> Callable[[cases_zoo.ZooRun], Rendering]:
+    def render(run: cases_zoo.ZooRun) -> Rendering:
+        return Rendering([rows(*base_series(run, loss_tag=tag))])
+
+    return render
+
+
+def tensor_scalars(run: cases_zoo.ZooRun) -> Rendering:
+    return Rendering([rows(*base_series(run))], tensor_encoded=True)
+
+
+def resume_duplicate(run: cases_zoo.ZooRun) -> Rendering:
+    steps, series = base_series(run)
+    cut = int(steps.size * RESUME_AT_SHARE)
+    first = rows(steps[:cut], {t: v[:cut] for t, v in series.items()})
+    again = cut - RESUME_REPEAT
+    second = rows(steps[again:], {t: v[again:] for t, v in series.items()})
+    return Rendering([first, second])
+
+
+def healthy_tail(run: cases_zoo.ZooRun) -> Rendering:
+    steps, series = base_series(run)
+    n = steps.size
+    extra = int(n * TAIL_SHARE)
+    source = np.arange(n - max(1, int(n * TAIL_SOURCE_SHARE)), n)
+    rng = np.random.default_rng(n)
+    drawn = rng.choice(source, extra)
+    tail = {tag: np.concatenate([values, values[drawn]]) for tag, values in series.items()}
+    tail["train/lr"][n:] = series["train/lr"][-1]
+    return Rendering([rows(np.arange(1, n + extra + 1), tail)])
+
+
+TRANSFORMS: dict[str, Callable[[cases_zoo.ZooRun], Rendering]] = {
+    **{f"every_{n}_points": every(n, means=False) for n in INTERVALS},
+    **{f"every_{n}_means": every(n, means=True) for n in INTERVALS},
+    "offset_100000": offset,
+    **{f"loss_x{f:g}": loss_times(f) for f in LOSS_FACTORS},
+    **{f"tag_{t.replace('/', '_')}": spelled(t) for t in TAG_SPELLINGS},
+    "tensor_scalars": tensor_scalars,
+    "resume_duplicate": resume_duplicate,
+    "healthy_tail": healthy_tail,
+}
+
+
+def applies(transform: str, expected: dict, steps: int) -> bool:
+    if transform == "healthy_tail":
+        return not expected
+    if transform.startswith(SUBSAMPLING_PREFIX):
+        interval = int(transform.split("_")[1])
+        return "loss_spike" not in expected and steps // interval >= MIN_POINTS
+    return True
+
+
+def scalar_value(tag: str, value: float, tensor_encoded: bool) -> Summary.Value:
+    if not tensor_encoded:
+        return Summary.Value(tag=tag, simple_value=value)
+    return Summary.Value(
+        tag=tag,
+        tensor=tensor_util.make_tensor_proto(np.float32(value)),
+        metadata=scalar_metadata.create_summary_metadata(display_name=tag, description=""),
+    )
+
+
+def write(rendering: Rendering, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    wall = WALL_START
+    for index, file_rows in enumerate(rendering.files):
+        writer = EventFileWriter(str(folder), max_queue_size=8192, flush_secs=3600, filename_suffix=f".{index}")
+        for step, values in file_rows:
+            wall += SECONDS_PER_STEP
+            writer.add_event(Event(step=step, wall_time=wall, summary=Summary(
+                value=[scalar_value(tag, value, rendering.tensor_encoded) for tag, value in values.items()])))
+        writer.close()
+        wall += 60.0  # the resumed job starts a minute later
+
+
+@dataclass
+class Outcome:
+    transform: str
+    applicable: int
+    changed: list[tuple[str, set[str], set[str]]]  # run, reference verdict, transformed verdict
+
+    @property
+    def held_share(self) -> float:
+        return 1 - len(self.changed) / self.applicable if self.applicable else float("nan")
+
+
+def verdicts(root: Path) -> dict[str, set[str]]:
+    from tb_health_plugin.analysis.engine import analyze_runs
+    from tb_health_plugin.readers import read_logdir
+
+    alarm = ("warning", "critical")
+    return {r["run"]: {f["kind"] for f in r["findings"] if f["severity"] in alarm} for r in analyze_runs(read_logdir(root))}
+
+
+def rendered_root(split: str) -> Path:
+    """Where the split's renderings are cached: they depend only on the cached raw values and on
+    this module, so a re-run only analyses."""
+    labelling = (Path(__file__).parent / "zoo_labels.py").read_bytes()  # which runs get which variants
+    digest = hashlib.sha1(Path(__file__).read_bytes() + labelling + cases_zoo.code_version().encode() + split.encode())
+    return cases_zoo.cache_dir() / "rendered" / f"{split}-{digest.hexdigest()[:10]}"
+
+
+def render_all(runs: dict[str, cases_zoo.ZooRun], labels: dict[str, dict], root: Path) -> None:
+    for name, run in runs.items():
+        done = root / name / "complete"
+        if done.exists():
+            continue
+        shutil.rmtree(root / name, ignore_errors=True)
+        write(reference(run), root / name / "reference")
+        for transform, render in TRANSFORMS.items():
+            if applies(transform, labels[name], run.loss.size):
+                write(render(run), root / name / transform)
+        done.write_text("")
+
+
+def check(split: str) -> list[Outcome]:
+    """Render every zoo run of the split and each transformation, and compare verdicts."""
+    zoo_specs = cases_zoo.specs(split)
+    cases_zoo.ensure_trained(zoo_specs, cases_zoo.JOBS)
+    runs = {spec["name"]: cases_zoo.load(spec) for spec in zoo_specs}
+    labels = {name: cases_zoo.labels_for(run)[0] for name, run in runs.items()}
+    root = rendered_root(split)
+    started = time.perf_counter()
+    render_all(runs, labels, root)
+    print(f"[{split}] metamorphic variants of {len(runs)} runs ready in {time.perf_counter() - started:.1f} s ({root})",
+          file=sys.stderr)
+    started = time.perf_counter()
+    found = verdicts(root)
+    print(f"[{split}] analysed them in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    outcomes = []
+    for transform in TRANSFORMS:
+        outcome = Outcome(transform, 0, [])
+        for name in runs:
+            if not applies(transform, labels[name], runs[name].loss.size):
+                continue
+            outcome.applicable += 1
+            before, after = found.get(f"{name}/reference", set()), found.get(f"{name}/{transform}", set())
+            if before != after:
+                outcome.changed.append((name, before, after))
+        outcomes.append(outcome)
+    return outcomes
+
+
+def print_table(split: str, outcomes: list[Outcome], listed: int = 8) -> None:
+    print(f"\nmetamorphic invariance ({split}): the verdict (set of warning/critical kinds) of each zoo run "
+          f"against its every-step rendering; target >= {TARGET_SHARE:.0%} held")
+    print(f"{'transformation':<20}{'runs':>6}{'changed':>9}{'held':>8}  runs that break (reference -> transformed)")
+    for outcome in outcomes:
+        flag = "" if outcome.held_share >= TARGET_SHARE or not outcome.applicable else " <"
+        shown = "; ".join(f"{name} {sorted(a) or 'healthy'} -> {sorted(b) or 'healthy'}"
+                          for name, a, b in outcome.changed[:listed])
+        more = f" (+{len(outcome.changed) - listed} more)" if len(outcome.changed) > listed else ""
+        held = f"{outcome.held_share:.3f}" if outcome.applicable else "-"
+        print(f"{outcome.transform:<20}{outcome.applicable:>6}{len(outcome.changed):>9}{held:>8}{flag:2}{shown}{more}")

@@ -1,0 +1,208 @@
+"""Objective labels of a zoo run, from its raw per-step values (what happened, not what was meant).
+
+Notation: `loss`, `grad` are the per-step raw loss and global gradient norm (step k counts from
+0, logged as step k+1); `smooth` is the centred running median of the loss over
+`W = max(SMOOTH_MIN, steps // SMOOTH_DIVISOR)` steps (NaN-skipping); `initial` is the median of
+the first `W` finite losses; `final` the median of the last `W` steps.
+
+Rules, in this order (a run may get several kinds):
+
+1. nonfinite: any loss is NaN or +-Inf where the logs can show it (a logged point at that step,
+   a mean over a window holding it, or our hooks' non-finite count). Label: the first such
+   step.
+2. divergence: the run ends non-finite, or `final > DIVERGE_FACTOR * initial`, or
+   `final > REBOUND_FACTOR * best` and `final - best > REBOUND_MIN_SHARE * initial`, where
+   `best` is the least `smooth` before the end window (a run that learned and lost a material
+   part of it: a classifier at 1e-5 that ends at 1e-3 rebounded 100x and lost nothing). Onset: where `smooth` is least before it first exceeds
+   `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
+   A divergence is a "slow creep" when its loss takes more than `CREEP_SHARE` of the run from
+   the onset to that crossing.
+3. exploding_gradients: the running median of the finite log10(grad) rises `EXPLODE_DECADES`
+   above its median over the first `W` steps (above where it started, not above a low it
+   reached by converging: a classifier near zero loss has tiny gradients that grow back by
+   decades on its hard batches). A gradient that overflows to Inf with the loss turning NaN
+   the next step is rule 1's business, not this one. Label: the first step of the rise.
+4. vanishing_gradients: the median gradient norm of the second half is below `VANISH_FLOOR`
+   while the loss has not converged (`final > NOT_CONVERGED * initial`). Label: step 1.
+5. stalled_convergence (only when neither 1 nor 2 holds): the median loss from `STALL_FROM` to
+   `STALL_TO` of the run is above `(1 - STALL_GAIN)` times the median over `EARLY` (after the
+   first transient of the initialisation) and above `NOT_CONVERGED * initial`: no real
+   progress by the first half while still far from converged (medians over a tenth and a
+   quarter of the run, so that small noisy batches do not fake progress). Label: step 1.
+6. loss_spike: a step whose loss is at least `SPIKE_RATIO` times the median of the previous
+   `SPIKE_CONTEXT` steps, exceeds it by `SPIKE_MIN_SHARE` of `initial` (material at the scale
+   of the run: half of what it started from) and by `SPIKE_MADS` robust deviations of that context, and after which the median
+   of the next `SPIKE_CONTEXT` steps is back under `SPIKE_RECOVERED` times the context median
+   (a spike, not the start of a divergence). Steps in the first `W` steps are not considered.
+   A spike is labelled only where the run's logs can show it: the loss logged every step, a
+   logged window maximum (our hooks), or the spike's own step being a logged point.
+
+7. throughput (only where the logs carry step times: our hooks' paths): the running median of
+   the step time over a quarter of the run exceeds `SLOWDOWN` times its median over the first
+   quarter (after the first `W` steps: compilation). The zoo trains on a shared machine whose
+   load swings, so sustained slowdowns happen for real; only a doubling held for a quarter of
+   the run is labelled (an alarm on a shorter burst counts as a false one). Label: its first
+   step.
+
+Anything else is healthy. Why these values: a cross-entropy over 8 classes starts near
+ln 8 = 2.08 and a working run ends well below it; doubling it (DIVERGE_FACTOR) cannot happen by
+noise of a median over W steps, nor can a 5x rebound from the best level. A gradient norm under
+1e-6 moves no weight at any usable rate (updates of lr * 1e-6 with lr <= 1). 5% of the initial
+loss in the first half is far more than any working optimiser gains there (the healthy runs of
+the zoo gain 30-95%). A spike must add half the initial loss: a converged classifier's hard
+batches reach 0.1-0.3 against a context near 0 (100x, yet no fault), a corrupted batch adds
+several times the initial loss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SMOOTH_MIN = 5
+SMOOTH_DIVISOR = 50
+DIVERGE_FACTOR = 2.0
+REBOUND_FACTOR = 5.0
+REBOUND_MIN_SHARE = 0.25
+ONSET_FACTOR = 2.0
+CREEP_SHARE = 0.10
+EXPLODE_DECADES = 2.0
+VANISH_FLOOR = 1e-6
+NOT_CONVERGED = 0.5
+STALL_FROM, STALL_TO = 0.25, 0.5
+EARLY = (0.05, 0.15)
+STALL_GAIN = 0.05
+SPIKE_RATIO = 2.0
+SPIKE_CONTEXT = 20
+SPIKE_MIN_SHARE = 0.5
+SPIKE_MADS = 10.0
+SPIKE_RECOVERED = 1.5
+SLOWDOWN = 2.0
+
+
+def running_median(values: np.ndarray, window: int) -> np.ndarray:
+    """Centred NaN-skipping running median (the ends use the part of the window that exists)."""
+    n = values.size
+    half = window // 2
+    padded = np.concatenate([np.full(half, np.nan), values, np.full(window - 1 - half, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window)[:n]
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmedian(windows, axis=1)
+
+
+def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
+              step_time: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
+    """(kind -> labelled logged steps, slow creep?) for one run.
+
+    `visible_step(k, persistent)` maps the raw step index k to the logged step where the logs
+    show it, or None when its logging cannot show a one-step event there. `step_time`: the
+    per-step seconds, when the run's logs carry step times.
+    """
+    n = loss.size
+    window = max(SMOOTH_MIN, n // SMOOTH_DIVISOR)
+    finite = np.isfinite(loss)
+    labels: dict[str, list[int]] = {}
+    creep = False
+
+    def logged(k: int) -> int:
+        step = visible_step(k, persistent=True)
+        return int(step)
+
+    if not finite.any():
+        return {"nonfinite": [logged(0)], "divergence": [logged(0)]}, False
+    safe = np.where(finite, loss, np.nan)
+    smooth = running_median(safe, window)
+    initial = float(np.median(loss[finite][:window]))
+    shown = [visible_step(int(k), persistent=False, nonfinite=True) for k in np.flatnonzero(~finite)]
+    shown = [step for step in shown if step is not None]
+    if shown:
+        labels["nonfinite"] = [min(shown)]
+    tail = safe[-window:]
+    final = float(np.nanmedian(tail)) if np.isfinite(tail).any() else np.inf
+    ends_bad = not finite[-1]
+    head = smooth[: max(1, n - window)]
+    best = float(np.nanmin(head)) if np.isfinite(head).any() else initial
+    rebound = final > REBOUND_FACTOR * best and final - best > REBOUND_MIN_SHARE * initial
+    if ends_bad or final > DIVERGE_FACTOR * initial or rebound:
+        onset, crossing = divergence_onset(smooth, finite)
+        labels["divergence"] = [logged(onset)]
+        creep = crossing - onset > CREEP_SHARE * n
+    explode = exploding_step(grad, window)
+    if explode is not None:
+        labels["exploding_gradients"] = [logged(explode)]
+    second = grad[n // 2:]
+    second = second[np.isfinite(second)]
+    if second.size and np.median(second) < VANISH_FLOOR and final > NOT_CONVERGED * initial:
+        labels["vanishing_gradients"] = [logged(0)]
+    if "nonfinite" not in labels and "divergence" not in labels:
+        quarter = float(np.nanmedian(safe[int(n * STALL_FROM): int(n * STALL_TO) + 1]))
+        early = float(np.nanmedian(safe[int(n * EARLY[0]): int(n * EARLY[1]) + 1]))
+        if quarter > (1 - STALL_GAIN) * early and quarter > NOT_CONVERGED * initial:
+            labels["stalled_convergence"] = [logged(0)]
+    spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
+    if spikes:
+        labels["loss_spike"] = sorted({int(visible_step(s, persistent=False)) for s in spikes})
+    if step_time is not None:
+        slow = slowdown_step(step_time, window)
+        if slow is not None:
+            labels["throughput"] = [logged(slow)]
+    return labels, creep
+
+
+def slowdown_step(step_time: np.ndarray, window: int) -> int | None:
+    n = step_time.size
+    base = step_time[window: max(window + 1, n // 4)]
+    base = base[np.isfinite(base)]
+    if not base.size:
+        return None
+    level = running_median(step_time, max(SMOOTH_MIN, n // 4))
+    slow = level[window:] > SLOWDOWN * float(np.median(base))
+    return int(np.argmax(slow)) + window if slow.any() else None
+
+
+def divergence_onset(smooth: np.ndarray, finite: np.ndarray) -> tuple[int, int]:
+    """(onset, crossing): the crossing is the first step where the smoothed loss stands
+    ONSET_FACTOR above its running minimum or the loss turns non-finite; the onset is the least
+    smoothed loss before it."""
+    level = np.where(np.isfinite(smooth), smooth, np.inf)
+    running_min = np.minimum.accumulate(np.where(np.isfinite(level), level, np.inf))
+    crossed = (level > ONSET_FACTOR * running_min) | ~finite
+    crossing = int(np.argmax(crossed)) if crossed.any() else smooth.size - 1
+    if crossing == 0:
+        return 0, 0
+    return int(np.argmin(level[:crossing])), crossing
+
+
+def exploding_step(grad: np.ndarray, window: int) -> int | None:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log10(np.where(np.isfinite(grad) & (grad > 0), grad, np.nan))
+    level = running_median(logs, window)
+    start = logs[:window][np.isfinite(logs[:window])]
+    rise = None
+    if start.size and np.isfinite(level).any():
+        with np.errstate(invalid="ignore"):
+            above = level - np.median(start) >= EXPLODE_DECADES
+        if above.any():
+            rise = int(np.argmax(above))
+    return rise
+
+
+def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:
+    out = []
+    for k in range(max(window, SPIKE_CONTEXT), loss.size - 1):
+        context = loss[k - SPIKE_CONTEXT:k]
+        context = context[np.isfinite(context)]
+        after = loss[k + 1:k + 1 + SPIKE_CONTEXT]
+        after = after[np.isfinite(after)]
+        if context.size < SPIKE_CONTEXT // 2 or not after.size or not np.isfinite(loss[k]):
+            continue
+        centre = float(np.median(context))
+        mad = 1.4826 * float(np.median(np.abs(context - centre)))
+        excess = loss[k] - centre
+        if (loss[k] >= SPIKE_RATIO * centre and excess >= SPIKE_MIN_SHARE * initial
+                and excess >= SPIKE_MADS * mad and np.median(after) < SPIKE_RECOVERED * centre):
+            out.append(k)
+    return out
