@@ -41,8 +41,12 @@ Rules, in this order (a run may get several kinds):
    the step time over a quarter of the run exceeds `SLOWDOWN` times its median over the first
    quarter (after the first `W` steps: compilation). The zoo trains on a shared machine whose
    load swings, so sustained slowdowns happen for real; only a doubling held for a quarter of
-   the run is labelled (an alarm on a shorter burst counts as a false one). Label: its first
-   step.
+   the run is labelled (an alarm on a shorter burst counts as a false one), and only when the
+   time it lost (the excess over the first quarter's median, summed from its first step) is at
+   least `SLOWDOWN_MIN_SECONDS` and `SLOWDOWN_MIN_SHARE` of the run's time: the project's
+   alarm policy (README, `throughput`), since a slowdown that cost a few seconds of a short run
+   is not worth an alarm. The zoo's trainings last seconds, so this rarely holds: there the
+   kind mostly measures false alarms. Label: its first step.
 
 Anything else is healthy. Why these values: a cross-entropy over 8 classes starts near
 ln 8 = 2.08 and a working run ends well below it; doubling it (DIVERGE_FACTOR) cannot happen by
@@ -77,6 +81,8 @@ SPIKE_MIN_SHARE = 0.5
 SPIKE_MADS = 10.0
 SPIKE_RECOVERED = 1.5
 SLOWDOWN = 2.0
+SLOWDOWN_MIN_SECONDS = 60.0
+SLOWDOWN_MIN_SHARE = 0.05
 
 
 def running_median(values: np.ndarray, window: int) -> np.ndarray:
@@ -159,8 +165,15 @@ def slowdown_step(step_time: np.ndarray, window: int) -> int | None:
     if not base.size:
         return None
     level = running_median(step_time, max(SMOOTH_MIN, n // 4))
-    slow = level[window:] > SLOWDOWN * float(np.median(base))
-    return int(np.argmax(slow)) + window if slow.any() else None
+    typical = float(np.median(base))
+    slow = level[window:] > SLOWDOWN * typical
+    if not slow.any():
+        return None
+    onset = int(np.argmax(slow)) + window
+    lost = float(np.nansum(np.maximum(step_time[onset:] - typical, 0.0)))
+    if lost < SLOWDOWN_MIN_SECONDS or lost < SLOWDOWN_MIN_SHARE * float(np.nansum(step_time)):
+        return None
+    return onset
 
 
 def divergence_onset(smooth: np.ndarray, finite: np.ndarray) -> tuple[int, int]:
