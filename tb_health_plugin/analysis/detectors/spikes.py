@@ -350,9 +350,6 @@ def loss_spikes(
     findings = []
     for where in ndimage.find_objects(labels):
         start, stop = _core(z, where[0].start, where[0].stop)
-        notable = np.flatnonzero(surprise[start:stop] >= -np.log(SINGLE_POINT_FLOOR_P))
-        if notable.size:  # the excursion starts at its first individually unusual point
-            start = start + int(notable[0])
         width = stop - start
         if width > MAX_WIDTH_POINTS or stop >= steps.size:
             continue
