@@ -1,44 +1,76 @@
 """Loss spikes: short excursions of the loss above its local trend that noise does not explain.
 
-Method (a scan statistic on robust residuals):
+Logged losses come in three kinds, and one method covers them: single per-step values (noisy,
+heavy-tailed), interval means (the Hugging Face way: each point the mean of the last N steps,
+so a spike lifts several points by a moderate amount in very low noise) and window maxima (our
+hooks' `train/loss_max`, an extreme-value statistic). Each series is judged against its own
+noise: a window maximum against the run's other window maxima (the trend is their running
+median, the noise their spread and tail: the extreme-value distribution of that window size as
+this run shows it), never against the mean loss.
 
 1. Work on the log of the loss (`robust.log_loss`), so a spike's size is a ratio at any level.
-2. Trend: a centred running median over `TREND_WINDOW` = 2 * `MAX_WIDTH_POINTS` + 1 logged
-   points. A median ignores any excursion shorter than half its window, so the trend passes
-   under spikes of up to `MAX_WIDTH_POINTS` points and still follows decays and the step drops
-   of a learning-rate schedule (a running median keeps edges).
-3. Noise: residual / local MAD (running median of |residual| over `NOISE_WINDOW` points, never
-   below half the run's MAD), i.e. a robust z-score calibrated to this run and this stretch of it.
-4. Tail: minibatch noise is heavy-tailed, so the z-scores are compared with a Student-t tail
-   fitted to the run's own residuals (`robust.fit_noise_tail`), not with a Gaussian.
-5. Threshold from a false-alarm budget (a scan with Fisher's combination): each point above
-   the trend gets its tail probability p under the fitted tail, and a window of w consecutive
-   points above the trend, w in `WIDTHS`, is significant when the sum of -log p over it exceeds
-   the Gamma(w) quantile at level `ALPHA` / (n * len(WIDTHS)) (Fisher's method: -log p of a
-   uniform p is Exp(1); `ALPHA` = 0.01 false alarms per run, Bonferroni over all windows).
-   Autocorrelated residuals (lag-1 rho) count as w (1 - rho) / (1 + rho) independent points
-   (Brown's correction). A decaying spike (x3, then x1.5, then x1.2) thereby adds up its
-   evidence, while slow wiggles do not: their points have p around 0.1-0.4. The threshold
-   grows with run length and tail weight and is never a fixed multiple of the loss.
-   `ALPHA` = 0.01 with the Bonferroni split keeps the share of healthy runs with a false spike
-   under 1% even where the tail fit errs, leaving room in the 2% budget for the other checks.
-6. An excursion that peaks less than 10% above the trend (`MIN_SPIKE_LOG`) is not reported:
-   in low-noise logs such wiggles are significant but harmless. An excursion longer than
-   `MAX_WIDTH_POINTS` or still open at the end of the run is not a spike here (the divergence
-   detector owns it, and reports a recovered sudden jump as a long-lived spike). Excursions that
-   start during warm-up are reported as `info` only: early bumps are normal. A spike's step is
-   its first individually unusual point (p < `SINGLE_POINT_FLOOR_P`).
+2. Trend: a centred running median over `TREND_WINDOW` = 4 * `MAX_WIDTH_POINTS` + 1 = 33
+   logged points. A running median keeps the step drops of a learning-rate schedule and
+   passes under an excursion shorter than half its window; at four spike widths it is lifted
+   little by a plateau of `MAX_WIDTH_POINTS` (8 of 33 points raise the median by about 0.25
+   noise sd, against about 1 sd with a 17-point window, which hid +35-60% plateaus in noise).
+3. Noise: residual / local MAD (running median of |residual| over `NOISE_WINDOW` = 8 trend
+   windows, long enough that no spike moves it, short enough to follow noise that shrinks as
+   the loss falls; never below half the run's MAD), a robust z-score for this stretch.
+4. Leave the excursions out (masking): a first spike must not inflate the noise model and hide
+   the next ones. The trend, the MAD, the tail fit and the autocorrelation are re-estimated
+   without the points of the excursions found so far (and one neighbour each side), until the
+   set stops changing (`MAX_PASSES` = 4; it settles in 2-3). Before the noise is known, the
+   first pass also screens for clusters (`SCREEN_WIDTHS` 2-4 consecutive points each beyond
+   the level one point passes with probability `SCREEN_WINDOW_P` ** (1 / w) under the default
+   t3 tail, and windows whose level-shift statistic (step 6) passes at `SCREEN_WINDOW_P`):
+   independent noise forms such a window with probability `SCREEN_WINDOW_P` = 1e-4, so a healthy
+   run loses a handful of points at most from its noise estimate, while spikes, whose points
+   come in runs, no longer fatten the fitted tail (three 2-point spikes in a 300-point run
+   of interval means made the fit choose nu = 1.5 and explained themselves away).
+   Autocorrelation is estimated from MADs (`robust_lag1_autocorrelation`), which plateaus do
+   not inflate.
+5. Sharp spikes, a Fisher scan: each point above the trend gets its tail probability p under a
+   Student-t fitted to the run's own residuals (`robust.fit_noise_tail`; minibatch noise is
+   heavy-tailed); a window of w consecutive points above the trend, w in `WIDTHS`, is
+   significant when the sum of -log p exceeds the Gamma(w) quantile at level
+   `ALPHA` * `FISHER_SHARE` / (n * len(`WIDTHS`)) (Fisher's method; Bonferroni over all windows
+   of the run). Autocorrelated residuals (lag-1 rho) count as w (1 - rho) / (1 + rho)
+   independent points (Brown's correction).
+6. Sustained lifts, a level-shift scan (a scan statistic of CUSUM type): the sum of clipped
+   z-scores over w points, w in `LEVEL_WIDTHS`, points below the trend included. Fisher's
+   combination is weak here (points 2-3 sds up have p of 0.01-0.05 each); a sum is the
+   matched statistic for a shift in level. Its null distribution is the exact w-fold
+   convolution of the run's own clipped z-scores (excursions left out, on a `LEVEL_GRID` =
+   0.05 grid, the rounding added to the threshold), plus one pseudo-point at the clip
+   (small runs have not seen their tail; its weight 1/n vanishes on long runs). Clipping at
+   `LEVEL_CLIP_Z` = 6 MADs (4 Gaussian sds) leaves Gaussian noise untouched and caps what one
+   heavy-tail point adds. Sums of autocorrelated points are scaled by sqrt((1 - rho) /
+   (1 + rho)) (the variance of an AR(1) sum). Level: `ALPHA` * (1 - `FISHER_SHARE`) /
+   (n * len(`LEVEL_WIDTHS`)). Only the points that carry the lift are flagged: above half the
+   window's mean lift (the CUSUM reference value k = delta / 2).
+   `ALPHA` = 0.01 false alarms per healthy run over both scans (`FISHER_SHARE` = 0.5 each:
+   neither shape of spike is favoured), which keeps the share of healthy runs with a false
+   spike under 1% even where the tail fit errs, leaving room in the 2% budget for the others.
 7. Consecutive points each at least 4x above the trend (`GROSS_SPIKE_LOG`) are candidates even
-   when the scan does not find them significant, provided together they are a 0.1%-tail event under
-   the fitted tail (`GROSS_SPIKE_WINDOW_P`: the same Fisher combination, without the Bonferroni
-   split over the run's windows; near-zero losses make large ratios ordinary, so the ratio
-   alone is not enough). The fitted tail errs on the heavy side where data are scarce: on a
-   short run (about a hundred logged points) the censoring in the tail fit spares only one or
-   two points, so a bad batch whose loss stays high for three logged points fattens the fitted
-   tail (nu near 1.5) until it explains itself away; and on a noisy per-step log the t3 floor of
-   the fit makes two consecutive points 35x above the trend (a corrupted batch in the real
-   MindSpore benchmark runs) a 0.2%-tail event each. A fourfold jump of the loss within a few
+   when the scans do not find them significant, provided together they are a 0.1%-tail event
+   under the fitted tail (`GROSS_SPIKE_WINDOW_P`: the same Fisher combination, without the
+   Bonferroni split; near-zero losses make large ratios ordinary, so the ratio alone is not
+   enough). On a short run the fitted tail errs on the heavy side, and on a noisy per-step log
+   the t3 floor of the fit makes two consecutive points 35x above the trend (a corrupted batch
+   in the real MindSpore benchmark runs) a 0.2%-tail event each; a fourfold jump within a few
    points is not minibatch noise in practice.
+8. An excursion is its core: the stretch of largest sum of clipped z - k within the flagged
+   points, k half the mean of its upper half (the CUSUM reference value for the lift the
+   excursion shows), so the scans' windows do not stretch it over ordinary points. Its step is
+   the core's first point. An excursion that peaks less than 10% above the trend
+   (`MIN_SPIKE_LOG`) is not reported: low-noise logs resolve harmless wiggles. One longer than
+   `MAX_WIDTH_POINTS` = 8 or still open at the end of the run is not a spike here (the
+   divergence detector owns it). Excursions that start during warm-up are `info` only.
+
+The tail's MAD shrink (`robust.RESIDUAL_MAD_SHRINK`) was measured for a 17-point median; a
+33-point median absorbs less noise, so the z-scores here are 1-2% smaller than that table
+assumes: conservative.
 
 Advice: the last logged step before the spike is the last healthy point to restart from.
 """
@@ -67,10 +99,9 @@ from tb_health_plugin.analysis.findings import Finding
 
 ALPHA = 0.01  # expected false spike alarms per healthy run
 MAX_WIDTH_POINTS = 8  # the widest excursion still called a spike, in logged points
-WIDTHS = (1, 2, 3, 5, 8)
+WIDTHS = (1, 2, 3, 5, 8)  # Fisher-scan windows: about doubling, up to MAX_WIDTH_POINTS
 TREND_WINDOW = 4 * MAX_WIDTH_POINTS + 1
 NOISE_WINDOW = 8 * TREND_WINDOW
-SINGLE_POINT_FLOOR_P = 0.01  # a spike starts at its first point that is a 1%-tail event alone
 MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
 # Smallest jump worth a warning, whatever the noise: a loss 10% above its trend for a few points
 # costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles.
