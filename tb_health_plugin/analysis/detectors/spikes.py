@@ -46,7 +46,9 @@ this run shows it), never against the mean loss.
    (small runs have not seen their tail; its weight 1/n vanishes on long runs). Clipping at
    `LEVEL_CLIP_Z` = 6 MADs (4 Gaussian sds) leaves Gaussian noise untouched and caps what one
    heavy-tail point adds. Sums of autocorrelated points are scaled by sqrt((1 - rho) /
-   (1 + rho)) (the variance of an AR(1) sum). Level: `ALPHA` * (1 - `FISHER_SHARE`) /
+   (1 + rho)) (the variance of an AR(1) sum), and by sqrt(1 + w * `TREND_ERROR_VARIANCE`):
+   the trend's own error is common to the w points (without it a 200k-point healthy t5 run
+   found an 8-point "lift" of 1.5x its noise). Level: `ALPHA` * (1 - `FISHER_SHARE`) /
    (n * len(`LEVEL_WIDTHS`)). Only the points that carry the lift are flagged: above half the
    window's mean lift (the CUSUM reference value k = delta / 2).
    `ALPHA` = 0.01 false alarms per healthy run over both scans (`FISHER_SHARE` = 0.5 each:
@@ -113,6 +115,10 @@ FISHER_SHARE = 0.5  # share of ALPHA spent on the Fisher scan; the rest on the l
 LEVEL_WIDTHS = (2, 3, 5, 8)  # window sizes of the level-shift scan, in logged points
 LEVEL_CLIP_Z = 6.0  # z-scores (residual / MAD) are clipped here before summing
 LEVEL_GRID = 0.05  # resolution of the convolved distribution, in z units
+# Variance of the running-median trend relative to one point's (pi / (2 m) for a median of m):
+# an error of the trend is shared by every point of a window, so it adds w^2 times this to the
+# variance of a w-point sum (w times one point's variance without it).
+TREND_ERROR_VARIANCE = float(np.pi / (2 * TREND_WINDOW))
 SCREEN_WIDTHS = (2, 3, 4)  # window sizes of the first pass's screen, in logged points
 SCREEN_WINDOW_P = 1e-4  # chance that a window of noise passes the screen
 MAX_PASSES = 4  # noise re-estimations without the excursions found so far
@@ -241,7 +247,8 @@ class LevelShiftTest:
             if z.size < width:
                 continue
             window_sum = cumulative[width:] - cumulative[:-width]
-            significant = window_sum / np.sqrt(self.inflation) >= threshold + width * LEVEL_GRID / 2  # grid rounding
+            spread = np.sqrt(self.inflation * (1 + width * TREND_ERROR_VARIANCE))
+            significant = window_sum / spread >= threshold + width * LEVEL_GRID / 2  # grid rounding
             if not significant.any():
                 continue
             half_mean = np.where(significant, window_sum / (2 * width), np.inf)
