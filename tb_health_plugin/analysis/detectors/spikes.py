@@ -130,7 +130,7 @@ def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = 
 
     `excluded` points (excursions found by an earlier pass) neither shape the trend nor the
     noise scale: the trend runs through them by interpolating their neighbours, and their
-    |residual| counts as a typical one in the running MAD (step 3 of the module doc).
+    |residual| counts as a typical one in the running MAD (steps 3-4 of the module doc).
     """
     excluded = np.zeros(y.size, dtype=bool) if excluded is None else excluded
     index = np.arange(y.size)
@@ -304,7 +304,7 @@ def level_shift_test(z_clean: np.ndarray, rho: float, points: int, per_test: flo
 
 
 def _clustered_extremes(z: np.ndarray) -> np.ndarray:
-    """Screen for excursions before the noise is known (module doc, step 5).
+    """Screen for excursions before the noise is known (module doc, step 4).
 
     Windows of w consecutive points (w in `SCREEN_WIDTHS`) each above the level that one point
     exceeds with probability `SCREEN_WINDOW_P` ** (1 / w) under the default t3 tail: a window
@@ -358,7 +358,7 @@ def _excursions(y: np.ndarray, warm: np.ndarray):
         mask |= level_shift_test(z[clean], test.rho, points).mask(z)
         z_gross = np.where(residual >= GROSS_SPIKE_LOG, z, 0.0)  # step 7: runs of gross points only
         mask |= excursion_mask(z_gross, replace(test, per_test=GROSS_SPIKE_WINDOW_P))[0]
-        if attempt == 0:  # clusters of extreme points are not noise (module doc, step 5)
+        if attempt == 0:  # clusters of extreme points are not noise (module doc, step 4)
             screen = _clustered_extremes(z) | level_shift_test(z[settled], test.rho, points, SCREEN_WINDOW_P).mask(z)
         candidates = mask | screen
         widened = ndimage.binary_dilation(candidates, iterations=1)
