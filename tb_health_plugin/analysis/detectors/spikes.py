@@ -62,7 +62,7 @@ this run shows it), never against the mean loss.
    the t3 floor of the fit makes two consecutive points 35x above the trend (a corrupted batch
    in the real MindSpore benchmark runs) a 0.2%-tail event each; a fourfold jump within a few
    points is not minibatch noise in practice.
-8. An excursion is its core: the stretch of largest sum of clipped z - k within the flagged
+8. An excursion is its core: the stretch of largest sum of z - k within the flagged
    points, k half the mean of its upper half (the CUSUM reference value for the lift the
    excursion shows), so the scans' windows do not stretch it over ordinary points. Its step is
    the core's first point. An excursion that peaks less than 10% above the trend
@@ -323,13 +323,13 @@ def _clustered_extremes(z: np.ndarray) -> np.ndarray:
 
 def _core(z: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     """The stretch of an excursion that carries its evidence, so that the scans' windows do not
-    stretch it over the ordinary points around it: the sub-window of largest sum of clipped
-    z - k, with k half the lift delta of the excursion (a one-sided CUSUM tuned to a shift
+    stretch it over the ordinary points around it: the sub-window of largest sum of z - k, with k half the lift delta of the excursion (a one-sided CUSUM tuned to a shift
     delta uses the reference value k = delta / 2); delta is the mean of the upper half of the
-    excursion's points, the lifted ones, not the noise points the scans' windows swept in."""
-    clipped = np.clip(z[start:stop], -LEVEL_CLIP_Z, LEVEL_CLIP_Z)
-    upper = np.sort(clipped)[clipped.size // 2 :]
-    gain = clipped - 0.5 * max(float(np.mean(upper)), 0.0)
+    excursion's points, the lifted ones, not the noise points the scans' windows swept in.
+    Unclipped: a bad batch 80x above the trend is one point, not the start of its aftermath."""
+    lift = z[start:stop]
+    upper = np.sort(lift)[lift.size // 2 :]
+    gain = lift - 0.5 * max(float(np.mean(upper)), 0.0)
     best, best_start, best_stop = -np.inf, start, stop
     running, running_start = 0.0, 0
     for offset, value in enumerate(gain):
