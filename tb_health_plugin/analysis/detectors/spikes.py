@@ -1,44 +1,78 @@
 """Loss spikes: short excursions of the loss above its local trend that noise does not explain.
 
-Method (a scan statistic on robust residuals):
+Logged losses come in three kinds, and one method covers them: single per-step values (noisy,
+heavy-tailed), interval means (the Hugging Face way: each point the mean of the last N steps,
+so a spike lifts several points by a moderate amount in very low noise) and window maxima (our
+hooks' `train/loss_max`, an extreme-value statistic). Each series is judged against its own
+noise: a window maximum against the run's other window maxima (the trend is their running
+median, the noise their spread and tail: the extreme-value distribution of that window size as
+this run shows it), never against the mean loss.
 
 1. Work on the log of the loss (`robust.log_loss`), so a spike's size is a ratio at any level.
-2. Trend: a centred running median over `TREND_WINDOW` = 2 * `MAX_WIDTH_POINTS` + 1 logged
-   points. A median ignores any excursion shorter than half its window, so the trend passes
-   under spikes of up to `MAX_WIDTH_POINTS` points and still follows decays and the step drops
-   of a learning-rate schedule (a running median keeps edges).
-3. Noise: residual / local MAD (running median of |residual| over `NOISE_WINDOW` points, never
-   below half the run's MAD), i.e. a robust z-score calibrated to this run and this stretch of it.
-4. Tail: minibatch noise is heavy-tailed, so the z-scores are compared with a Student-t tail
-   fitted to the run's own residuals (`robust.fit_noise_tail`), not with a Gaussian.
-5. Threshold from a false-alarm budget (a scan with Fisher's combination): each point above
-   the trend gets its tail probability p under the fitted tail, and a window of w consecutive
-   points above the trend, w in `WIDTHS`, is significant when the sum of -log p over it exceeds
-   the Gamma(w) quantile at level `ALPHA` / (n * len(WIDTHS)) (Fisher's method: -log p of a
-   uniform p is Exp(1); `ALPHA` = 0.01 false alarms per run, Bonferroni over all windows).
-   Autocorrelated residuals (lag-1 rho) count as w (1 - rho) / (1 + rho) independent points
-   (Brown's correction). A decaying spike (x3, then x1.5, then x1.2) thereby adds up its
-   evidence, while slow wiggles do not: their points have p around 0.1-0.4. The threshold
-   grows with run length and tail weight and is never a fixed multiple of the loss.
-   `ALPHA` = 0.01 with the Bonferroni split keeps the share of healthy runs with a false spike
-   under 1% even where the tail fit errs, leaving room in the 2% budget for the other checks.
-6. An excursion that peaks less than 10% above the trend (`MIN_SPIKE_LOG`) is not reported:
-   in low-noise logs such wiggles are significant but harmless. An excursion longer than
-   `MAX_WIDTH_POINTS` or still open at the end of the run is not a spike here (the divergence
-   detector owns it, and reports a recovered sudden jump as a long-lived spike). Excursions that
-   start during warm-up are reported as `info` only: early bumps are normal. A spike's step is
-   its first individually unusual point (p < `SINGLE_POINT_FLOOR_P`).
+2. Trend: a centred running median over `TREND_WINDOW` = 4 * `MAX_WIDTH_POINTS` + 1 = 33
+   logged points. A running median keeps the step drops of a learning-rate schedule and
+   passes under an excursion shorter than half its window; at four spike widths it is lifted
+   little by a plateau of `MAX_WIDTH_POINTS` (8 of 33 points raise the median by about 0.25
+   noise sd, against about 1 sd with a 17-point window, which hid +35-60% plateaus in noise).
+3. Noise: residual / local MAD (running median of |residual| over `NOISE_WINDOW` = 8 trend
+   windows, long enough that no spike moves it, short enough to follow noise that shrinks as
+   the loss falls; never below half the run's MAD), a robust z-score for this stretch.
+4. Leave the excursions out (masking): a first spike must not inflate the noise model and hide
+   the next ones. The trend, the MAD, the tail fit and the autocorrelation are re-estimated
+   without the points of the excursions found so far (and one neighbour each side), until the
+   set stops changing (`MAX_PASSES` = 4; it settles in 2-3). Before the noise is known, the
+   first pass also screens for clusters (`SCREEN_WIDTHS` 2-4 consecutive points each beyond
+   the level one point passes with probability `SCREEN_WINDOW_P` ** (1 / w) under the default
+   t3 tail, and windows whose level-shift statistic (step 6) passes at `SCREEN_WINDOW_P`):
+   independent noise forms such a window with probability `SCREEN_WINDOW_P` = 1e-4, so a healthy
+   run loses a handful of points at most from its noise estimate, while spikes, whose points
+   come in runs, no longer fatten the fitted tail (three 2-point spikes in a 300-point run
+   of interval means made the fit choose nu = 1.5 and explained themselves away).
+   Autocorrelation is estimated from MADs (`robust_lag1_autocorrelation`), which plateaus do
+   not inflate.
+5. Sharp spikes, a Fisher scan: each point above the trend gets its tail probability p under a
+   Student-t fitted to the run's own residuals (`robust.fit_noise_tail`; minibatch noise is
+   heavy-tailed); a window of w consecutive points above the trend, w in `WIDTHS`, is
+   significant when the sum of -log p exceeds the Gamma(w) quantile at level
+   `ALPHA` * `FISHER_SHARE` / (n * len(`WIDTHS`)) (Fisher's method; Bonferroni over all windows
+   of the run). Autocorrelated residuals (lag-1 rho) count as w (1 - rho) / (1 + rho)
+   independent points (Brown's correction).
+6. Sustained lifts, a level-shift scan (a scan statistic of CUSUM type): the sum of clipped
+   z-scores over w points, w in `LEVEL_WIDTHS`, points below the trend included. Fisher's
+   combination is weak here (points 2-3 sds up have p of 0.01-0.05 each); a sum is the
+   matched statistic for a shift in level. Its null distribution is the exact w-fold
+   convolution of the run's own clipped z-scores (excursions left out, on a `LEVEL_GRID` =
+   0.05 grid, the rounding added to the threshold), plus one pseudo-point at the clip
+   (small runs have not seen their tail; its weight 1/n vanishes on long runs). Clipping at
+   `LEVEL_CLIP_Z` = 6 MADs (4 Gaussian sds) leaves Gaussian noise untouched and caps what one
+   heavy-tail point adds. Sums of autocorrelated points are scaled by sqrt((1 - rho) /
+   (1 + rho)) (the variance of an AR(1) sum), and by sqrt(1 + w * `TREND_ERROR_VARIANCE`):
+   the trend's own error is common to the w points (without it a 200k-point healthy t5 run
+   found an 8-point "lift" of 1.5x its noise). Level: `ALPHA` * (1 - `FISHER_SHARE`) /
+   (n * len(`LEVEL_WIDTHS`)). Only the points that carry the lift are flagged: above half the
+   window's mean lift (the CUSUM reference value k = delta / 2).
+   `ALPHA` = 0.01 false alarms per healthy run over both scans (`FISHER_SHARE` = 0.5 each:
+   neither shape of spike is favoured), which keeps the share of healthy runs with a false
+   spike under 1% even where the tail fit errs, leaving room in the 2% budget for the others.
 7. Consecutive points each at least 4x above the trend (`GROSS_SPIKE_LOG`) are candidates even
-   when the scan does not find them significant, provided together they are a 0.1%-tail event under
-   the fitted tail (`GROSS_SPIKE_WINDOW_P`: the same Fisher combination, without the Bonferroni
-   split over the run's windows; near-zero losses make large ratios ordinary, so the ratio
-   alone is not enough). The fitted tail errs on the heavy side where data are scarce: on a
-   short run (about a hundred logged points) the censoring in the tail fit spares only one or
-   two points, so a bad batch whose loss stays high for three logged points fattens the fitted
-   tail (nu near 1.5) until it explains itself away; and on a noisy per-step log the t3 floor of
-   the fit makes two consecutive points 35x above the trend (a corrupted batch in the real
-   MindSpore benchmark runs) a 0.2%-tail event each. A fourfold jump of the loss within a few
+   when the scans do not find them significant, provided together they are a 0.1%-tail event
+   under the fitted tail (`GROSS_SPIKE_WINDOW_P`: the same Fisher combination, without the
+   Bonferroni split; near-zero losses make large ratios ordinary, so the ratio alone is not
+   enough). On a short run the fitted tail errs on the heavy side, and on a noisy per-step log
+   the t3 floor of the fit makes two consecutive points 35x above the trend (a corrupted batch
+   in the real MindSpore benchmark runs) a 0.2%-tail event each; a fourfold jump within a few
    points is not minibatch noise in practice.
+8. An excursion is its core: the stretch of largest sum of z - k within the flagged
+   points, k half the mean of its upper half (the CUSUM reference value for the lift the
+   excursion shows), so the scans' windows do not stretch it over ordinary points. Its step is
+   the core's first point. An excursion that peaks less than 10% above the trend
+   (`MIN_SPIKE_LOG`) is not reported: low-noise logs resolve harmless wiggles. One longer than
+   `MAX_WIDTH_POINTS` = 8 or still open at the end of the run is not a spike here (the
+   divergence detector owns it). Excursions that start during warm-up are `info` only.
+
+The tail's MAD shrink (`robust.RESIDUAL_MAD_SHRINK`) was measured for a 17-point median; a
+33-point median absorbs less noise, so the z-scores here are 1-2% smaller than that table
+assumes: conservative.
 
 Advice: the last logged step before the spike is the last healthy point to restart from.
 """
@@ -51,11 +85,14 @@ import numpy as np
 from scipy import ndimage, special
 
 from tb_health_plugin.analysis.detectors.robust import (
+    DEFAULT_TAIL_NU,
+    RESIDUAL_MAD_SHRINK,
+    T_DEGREES,
     TINY_LOG_SCALE,
     NoiseTail,
     fit_noise_tail,
-    lag1_autocorrelation,
     log_loss,
+    mad,
     rolling_level,
     rolling_median,
 )
@@ -64,10 +101,9 @@ from tb_health_plugin.analysis.findings import Finding
 
 ALPHA = 0.01  # expected false spike alarms per healthy run
 MAX_WIDTH_POINTS = 8  # the widest excursion still called a spike, in logged points
-WIDTHS = (1, 2, 3, 5, 8)
-TREND_WINDOW = 2 * MAX_WIDTH_POINTS + 1
+WIDTHS = (1, 2, 3, 5, 8)  # Fisher-scan windows: about doubling, up to MAX_WIDTH_POINTS
+TREND_WINDOW = 4 * MAX_WIDTH_POINTS + 1
 NOISE_WINDOW = 8 * TREND_WINDOW
-SINGLE_POINT_FLOOR_P = 0.01  # a spike starts at its first point that is a 1%-tail event alone
 MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
 # Smallest jump worth a warning, whatever the noise: a loss 10% above its trend for a few points
 # costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles.
@@ -75,15 +111,41 @@ MIN_SPIKE_LOG = float(np.log(1.1))
 # A jump this large above the trend is a spike whatever the fitted tail says (step 7).
 GROSS_SPIKE_LOG = float(np.log(4.0))
 GROSS_SPIKE_WINDOW_P = 1e-3  # ... and their window must be a 0.1%-tail event under the fit
+FISHER_SHARE = 0.5  # share of ALPHA spent on the Fisher scan; the rest on the level-shift scan
+LEVEL_WIDTHS = (2, 3, 5, 8)  # window sizes of the level-shift scan, in logged points
+LEVEL_CLIP_Z = 6.0  # z-scores (residual / MAD) are clipped here before summing
+LEVEL_GRID = 0.05  # resolution of the convolved distribution, in z units
+# Variance of the running-median trend relative to one point's (pi / (2 m) for a median of m):
+# an error of the trend is shared by every point of a window, so it adds w^2 times this to the
+# variance of a w-point sum (w times one point's variance without it).
+TREND_ERROR_VARIANCE = float(np.pi / (2 * TREND_WINDOW))
+SCREEN_WIDTHS = (2, 3, 4)  # window sizes of the first pass's screen, in logged points
+SCREEN_WINDOW_P = 1e-4  # chance that a window of noise passes the screen
+MAX_PASSES = 4  # noise re-estimations without the excursions found so far
+PRIOR_TAIL = NoiseTail(DEFAULT_TAIL_NU, RESIDUAL_MAD_SHRINK[T_DEGREES.index(DEFAULT_TAIL_NU)])
 
 
-def spike_scores(y: np.ndarray, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Trend and robust z-scores (residual / local MAD) of a log-loss series."""
-    trend = rolling_median(y, TREND_WINDOW)
+def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Trend and robust z-scores (residual / local MAD) of a log-loss series.
+
+    `excluded` points (excursions found by an earlier pass) neither shape the trend nor the
+    noise scale: the trend runs through them by interpolating their neighbours, and their
+    |residual| counts as a typical one in the running MAD (steps 3-4 of the module doc).
+    """
+    excluded = np.zeros(y.size, dtype=bool) if excluded is None else excluded
+    index = np.arange(y.size)
+    filled = y
+    if excluded.any() and (~excluded).sum() >= 2:
+        filled = y.copy()
+        filled[excluded] = np.interp(index[excluded], index[~excluded], y[~excluded])
+    trend = rolling_median(filled, TREND_WINDOW)
     residual = y - trend
     absolute = np.abs(residual)
-    settled = absolute[~warm] if (~warm).sum() >= MIN_POINTS else absolute
-    global_mad = float(np.median(settled))
+    clean = ~excluded
+    settled = absolute[~warm & clean] if (~warm & clean).sum() >= MIN_POINTS else absolute[clean]
+    global_mad = float(np.median(settled)) if settled.size else float(np.median(absolute))
+    if excluded.any():
+        absolute = np.where(excluded, global_mad, absolute)
     local_mad = rolling_level(absolute, NOISE_WINDOW)
     scale = np.maximum(local_mad, max(0.5 * global_mad, TINY_LOG_SCALE))
     return trend, residual / scale
@@ -107,13 +169,34 @@ class ExcursionTest:
         return float(special.gammainccinv(effective, self.per_test) * width / effective)
 
 
-def excursion_test(z_settled: np.ndarray, residual_settled: np.ndarray, points: int) -> ExcursionTest:
-    """Calibrate the scan to the run: its noise tail, autocorrelation and length (module doc)."""
-    return ExcursionTest(
-        tail=fit_noise_tail(z_settled),
-        rho=lag1_autocorrelation(residual_settled),
-        per_test=ALPHA / (max(points, 1) * len(WIDTHS)),
-    )
+def excursion_test(z_settled: np.ndarray, residual_settled: np.ndarray, points: int,
+                   excluded_settled: np.ndarray | None = None) -> ExcursionTest:
+    """Calibrate the scan to the run: its noise tail, autocorrelation and length (module doc).
+
+    Points in `excluded_settled` (excursions of earlier passes) are left out of the tail fit and
+    the autocorrelation: they are not noise.
+    """
+    keep = np.ones(z_settled.size, dtype=bool) if excluded_settled is None else ~excluded_settled
+    tail = fit_noise_tail(z_settled[keep])
+    rho = robust_lag1_autocorrelation(residual_settled[keep])
+    return ExcursionTest(tail=tail, rho=rho, per_test=ALPHA * FISHER_SHARE / (max(points, 1) * len(WIDTHS)))
+
+
+def robust_lag1_autocorrelation(residual: np.ndarray) -> float:
+    """Lag-1 autocorrelation from the MADs of the residuals and of their first differences.
+
+    For stationary noise var(r[t+1] - r[t]) = 2 var(r) (1 - rho), so rho = 1 - (MAD(diff) /
+    MAD(r))^2 / 2. Medians make this blind to the few plateaus being looked for, which inflate a
+    product-moment estimate (a +2 sigma plateau over 5% of the points reads as rho of 0.2).
+    Clipped to [0, 0.95] like `robust.lag1_autocorrelation`.
+    """
+    if residual.size < 8:
+        return 0.0
+    spread = mad(residual)
+    if spread <= 0:
+        return 0.0
+    ratio = mad(np.diff(residual)) / spread
+    return float(np.clip(1.0 - ratio**2 / 2.0, 0.0, 0.95))
 
 
 def excursion_mask(z: np.ndarray, test: ExcursionTest) -> tuple[np.ndarray, np.ndarray]:
@@ -132,8 +215,157 @@ def excursion_mask(z: np.ndarray, test: ExcursionTest) -> tuple[np.ndarray, np.n
         all_above = positives[width:] - positives[:-width] == width
         starts = (window_sum >= test.statistic_threshold(width)) & all_above
         if starts.any():
-            flagged |= np.convolve(starts.astype(np.int8), np.ones(width, dtype=np.int8))[: z.size] > 0
+            flagged |= _spread(starts, width, z.size)
     return flagged, surprise
+
+
+def _spread(starts: np.ndarray, width: int, size: int) -> np.ndarray:
+    """Every point covered by a window of `width` points starting where `starts` is True."""
+    return np.convolve(starts.astype(np.int8), np.ones(width, dtype=np.int8))[:size] > 0
+
+
+@dataclass(frozen=True)
+class LevelShiftTest:
+    """A scan for a sustained lift: the sum of clipped z-scores over w points (step 6 of the doc).
+
+    `thresholds[w]` is the level of the centred window sum that the run's own noise exceeds
+    with probability `per_test`, from the exact w-fold convolution of the empirical
+    distribution of clipped z-scores (excursions left out).
+    """
+
+    thresholds: dict[int, float]
+    centre: float  # mean of a clipped z-score under the noise
+    inflation: float  # variance of a sum over the same of independent points (lag-1 rho)
+
+    def mask(self, z: np.ndarray) -> np.ndarray:
+        """Points carrying the lift of a significant window: above half the window's mean lift
+        (a CUSUM's reference value, delta / 2), and the dips between such points."""
+        clipped = np.clip(z, -LEVEL_CLIP_Z, LEVEL_CLIP_Z) - self.centre
+        cumulative = np.concatenate([[0.0], np.cumsum(clipped)])
+        reference = np.full(z.size, np.inf)  # lowest delta / 2 of a significant window covering a point
+        for width, threshold in self.thresholds.items():
+            if z.size < width:
+                continue
+            window_sum = cumulative[width:] - cumulative[:-width]
+            spread = np.sqrt(self.inflation * (1 + width * TREND_ERROR_VARIANCE))
+            significant = window_sum / spread >= threshold + width * LEVEL_GRID / 2  # grid rounding
+            if not significant.any():
+                continue
+            half_mean = np.where(significant, window_sum / (2 * width), np.inf)
+            reference = np.minimum(reference, _covering_minimum(half_mean, width, z.size))
+        flagged = (z > 0) & (clipped > reference)
+        return flagged | _between(flagged)
+
+
+def _covering_minimum(values: np.ndarray, width: int, size: int) -> np.ndarray:
+    """For each point, the minimum of `values[s]` over the windows s..s+width-1 covering it."""
+    padded = np.concatenate([np.full(width - 1, np.inf), values, np.full(width - 1, np.inf)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)  # windows[i] = starts i-width+1..i
+    return windows.min(axis=1)[:size]
+
+
+def _between(mask: np.ndarray) -> np.ndarray:
+    """Points that lie between flagged points less than `MAX_WIDTH_POINTS` apart (dips inside
+    one excursion keep it whole)."""
+    flagged = np.flatnonzero(mask)
+    inside = np.zeros(mask.size, dtype=bool)
+    for a, b in zip(flagged[:-1], flagged[1:], strict=False):
+        if 1 < b - a < MAX_WIDTH_POINTS:
+            inside[a + 1 : b] = True
+    return inside
+
+
+def level_shift_test(z_clean: np.ndarray, rho: float, points: int, per_test: float | None = None) -> LevelShiftTest:
+    """Calibrate the level-shift scan to the run's clipped z-scores (module doc, step 6).
+
+    `per_test`: the false-alarm chance of one window (default: the run's budget, Bonferroni).
+    """
+    clipped = np.clip(z_clean[np.isfinite(z_clean)], -LEVEL_CLIP_Z, LEVEL_CLIP_Z)
+    bins = int(round(2 * LEVEL_CLIP_Z / LEVEL_GRID)) + 1
+    counts = np.bincount(np.rint((clipped + LEVEL_CLIP_Z) / LEVEL_GRID).astype(int), minlength=bins)[:bins]
+    counts = counts.astype(np.float64)
+    counts[-1] += 1.0  # one pseudo-point at the clip: small runs do not see their own tail
+    pmf = counts / counts.sum()
+    grid = -LEVEL_CLIP_Z + LEVEL_GRID * np.arange(bins)
+    centre = float(np.dot(pmf, grid))
+    if per_test is None:
+        per_test = ALPHA * (1 - FISHER_SHARE) / (max(points, 1) * len(LEVEL_WIDTHS))
+    thresholds = {}
+    total = np.array([1.0])
+    for width in range(1, max(LEVEL_WIDTHS) + 1):
+        total = np.convolve(total, pmf)
+        if width in LEVEL_WIDTHS:
+            survival = np.cumsum(total[::-1])[::-1]  # P(sum >= value at each grid point)
+            sums = width * -LEVEL_CLIP_Z + LEVEL_GRID * np.arange(total.size)
+            above = np.flatnonzero(survival <= per_test)
+            thresholds[width] = float(sums[above[0]] - width * centre) if above.size else np.inf
+    inflation = (1 + rho) / (1 - rho)
+    return LevelShiftTest(thresholds, centre, inflation)
+
+
+def _clustered_extremes(z: np.ndarray) -> np.ndarray:
+    """Screen for excursions before the noise is known (module doc, step 4).
+
+    Windows of w consecutive points (w in `SCREEN_WIDTHS`) each above the level that one point
+    exceeds with probability `SCREEN_WINDOW_P` ** (1 / w) under the default t3 tail: a window
+    of independent noise does so with probability `SCREEN_WINDOW_P`, a spike or a plateau
+    (even with the first trend lifted under it) does so routinely.
+    """
+    out = np.zeros(z.size, dtype=bool)
+    for width in SCREEN_WIDTHS:
+        if z.size < width:
+            continue
+        above = (z > PRIOR_TAIL.threshold(SCREEN_WINDOW_P ** (1.0 / width))).astype(np.int64)
+        counts = np.convolve(above, np.ones(width, dtype=np.int64), mode="valid")
+        out |= _spread(counts == width, width, z.size)
+    return out
+
+
+def _core(z: np.ndarray, start: int, stop: int) -> tuple[int, int]:
+    """The stretch of an excursion that carries its evidence, so that the scans' windows do not
+    stretch it over the ordinary points around it: the sub-window of largest sum of z - k, with k half the lift delta of the excursion (a one-sided CUSUM tuned to a shift
+    delta uses the reference value k = delta / 2); delta is the mean of the upper half of the
+    excursion's points, the lifted ones, not the noise points the scans' windows swept in.
+    Unclipped: a bad batch 80x above the trend is one point, not the start of its aftermath."""
+    lift = z[start:stop]
+    upper = np.sort(lift)[lift.size // 2 :]
+    gain = lift - 0.5 * max(float(np.mean(upper)), 0.0)
+    best, best_start, best_stop = -np.inf, start, stop
+    running, running_start = 0.0, 0
+    for offset, value in enumerate(gain):
+        if running <= 0:
+            running, running_start = 0.0, offset
+        running += value
+        if running > best:
+            best, best_start, best_stop = running, start + running_start, start + offset + 1
+    return best_start, best_stop
+
+
+def _excursions(y: np.ndarray, warm: np.ndarray):
+    """Significant excursions, with the noise re-estimated without them until they settle.
+
+    Returns the mask of excursion points, the trend, z-scores, surprises and the final test.
+    """
+    settled = ~warm
+    points = int(settled.sum())
+    excluded = np.zeros(y.size, dtype=bool)
+    for attempt in range(MAX_PASSES):
+        trend, z = spike_scores(y, warm, excluded)
+        residual = y - trend
+        test = excursion_test(z[settled], residual[settled], points, excluded[settled])
+        mask, surprise = excursion_mask(z, test)
+        clean = settled & ~excluded
+        mask |= level_shift_test(z[clean], test.rho, points).mask(z)
+        z_gross = np.where(residual >= GROSS_SPIKE_LOG, z, 0.0)  # step 7: runs of gross points only
+        mask |= excursion_mask(z_gross, replace(test, per_test=GROSS_SPIKE_WINDOW_P))[0]
+        if attempt == 0:  # clusters of extreme points are not noise (module doc, step 4)
+            screen = _clustered_extremes(z) | level_shift_test(z[settled], test.rho, points, SCREEN_WINDOW_P).mask(z)
+        candidates = mask | screen
+        widened = ndimage.binary_dilation(candidates, iterations=1)
+        if np.array_equal(widened, excluded):
+            break
+        excluded = widened
+    return mask, trend, z, surprise, test
 
 
 def loss_spikes(
@@ -146,24 +378,16 @@ def loss_spikes(
         return []
     y = log_loss(values)
     warm = steps < schedule.warmup_end_step
-    trend, z = spike_scores(y, warm)
     settled = ~warm
     if settled.sum() < MIN_POINTS:
         return []
-    test = excursion_test(z[settled], (y - trend)[settled], int(settled.sum()))
-    mask, surprise = excursion_mask(z, test)
-    z_gross = np.where(y - trend >= GROSS_SPIKE_LOG, z, 0.0)  # step 7: runs of gross points only
-    gross, _ = excursion_mask(z_gross, replace(test, per_test=GROSS_SPIKE_WINDOW_P))
-    mask |= gross
+    mask, trend, z, surprise, test = _excursions(y, warm)
     labels, count = ndimage.label(mask)
     if count == 0:
         return []
     findings = []
     for where in ndimage.find_objects(labels):
-        start, stop = where[0].start, where[0].stop
-        notable = np.flatnonzero(surprise[start:stop] >= -np.log(SINGLE_POINT_FLOOR_P))
-        if notable.size:  # the excursion starts at its first individually unusual point
-            start = start + int(notable[0])
+        start, stop = _core(z, where[0].start, where[0].stop)
         width = stop - start
         if width > MAX_WIDTH_POINTS or stop >= steps.size:
             continue
