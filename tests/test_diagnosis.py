@@ -46,6 +46,16 @@ def test_a_one_step_spike_of_loss_and_gradients_that_settles_at_once_is_a_bad_ba
     assert explained.evidence["related"]["grad_norm_settled_after"] is True
 
 
+def test_a_bad_batch_whose_loss_stays_raised_for_a_few_windows_is_still_a_bad_batch():
+    """The demo's corrupted batch: the loss jumps, stays ~2x up for two more windows (its one
+    large update moved the weights), while the gradient norm spiked at one point only."""
+    signals = run_with(True, grad_points=1)
+    lasting = [Finding("loss_spike", "warning", int(STEPS[SPIKE]), "train/loss", "The loss spiked.",
+                       end_step=int(STEPS[SPIKE + 2]))]
+    assert explain(lasting, signals)[0].evidence["cause"] == "bad_batch"
+    assert explain(lasting, run_with(True, grad_points=6))[0].evidence["cause"] == "unstable_update"
+
+
 @pytest.mark.parametrize(
     "grad_spike, scale_drop, cause",
     [(True, True, "mixed_precision_overflow"), (True, False, "unstable_update"), (False, False, "data")],

@@ -8,10 +8,13 @@ The causes, by kind:
 
 * loss spike / divergence: a gradient-norm spike together with a loss-scale drop or an overflow
   flag -> mixed-precision overflow; a learning-rate rise at that step -> the schedule; a loss
-  spike of one logged point whose gradient norm falls `SPIKE_FACTOR`-fold from its peak within
-  the next `SETTLE_POINTS` gradient points -> one bad batch (a batch that yields a huge loss also yields huge gradients,
-  and training goes on as before once it has passed, whereas an update too large for the loss
-  surface leaves the weights, and so the gradients, disturbed for a while); any other
+  spike whose gradient norm spiked at one point, falling `SPIKE_FACTOR`-fold from its peak
+  within the next `SETTLE_POINTS` gradient points -> one bad batch (a batch that yields a huge
+  loss also yields huge gradients, and once it has passed the gradients are as before, whereas
+  an update too large for the loss surface leaves the weights, and so the gradients, disturbed
+  for a while). The loss itself may stay raised for a few windows after a bad batch (its one
+  large update moved the weights), so the test is on the gradients' peak, not on the length
+  of the loss spike; any other
   gradient-norm spike -> an unstable update; gradients that stayed normal -> the data of that
   step (a large loss on a batch normally comes with a large gradient; when it does not, the
   batch itself is odd, e.g. mislabelled or corrupt), said only of a loss spike: a divergence
@@ -159,8 +162,7 @@ def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tu
         if cause == "backward_overflow":
             return cause, related
     if finding.kind in ("loss_spike", "divergence"):
-        one_point_spike = finding.kind == "loss_spike" and start == end
-        return _loss_event_cause(signals, findings, start, end, one_point_spike, finding.kind == "loss_spike")
+        return _loss_event_cause(signals, findings, start, end, finding.kind == "loss_spike")
     if finding.kind == "nonfinite":
         return _nonfinite_cause(signals)
     if finding.kind == "exploding_gradients":
@@ -252,9 +254,15 @@ def _lr_rose(signals: RunSignals, findings: list[Finding], start: int, end: int)
     return False
 
 
-def _loss_event_cause(
-    signals, findings, start, end, one_point_spike: bool, is_spike: bool
-) -> tuple[str | None, dict]:
+def _peak_step(series: ScalarSeries, start: int, end: int) -> int:
+    """The step of the largest value of `series` in the event's window (widened as `_window`)."""
+    gap = _gap(series)
+    inside = (series.steps >= start - gap) & (series.steps <= end + gap)
+    values = np.where(np.isfinite(series.values[inside]), series.values[inside], np.inf)
+    return int(series.steps[inside][int(np.argmax(values))])
+
+
+def _loss_event_cause(signals, findings, start, end, is_spike: bool) -> tuple[str | None, dict]:
     grad_series = signals.grad_norm_max or signals.grad_norm
     spiked, ratio = _spike(grad_series, start, end)
     related: dict[str, Any] = {"grad_norm_ratio": ratio}
@@ -266,8 +274,8 @@ def _loss_event_cause(
         return "lr_change", related
     if spiked and (scale_drop or overflowed):
         return "mixed_precision_overflow", related
-    if spiked and one_point_spike:
-        related["grad_norm_settled_after"] = _settled_after(grad_series, end)
+    if spiked and is_spike:
+        related["grad_norm_settled_after"] = _settled_after(grad_series, _peak_step(grad_series, start, end))
         if related["grad_norm_settled_after"]:
             return "bad_batch", related
     if spiked:
