@@ -258,6 +258,19 @@ def test_a_lying_length_resynchronises_on_the_next_valid_record_and_says_so(tmp_
     assert note.kind == "damaged_records" and "bytes skipped" in note.message
 
 
+def test_a_length_that_lies_inside_the_file_costs_only_its_own_record(tmp_path, lying_file):
+    """A length pointing a few dozen records further, its own checksum valid: the payload
+    checksum then fails, and the records it spanned are found again by resynchronising."""
+    source, data, offsets = lying_file
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spanned = offsets[150][0] - offsets[101][0]  # step 100's header claims steps 100..149
+    (run_dir / source.name).write_bytes(with_lying_length(data, offsets[101][0], length=spanned))
+    (run,) = read_logdir(run_dir)
+    np.testing.assert_array_equal(run.scalars["loss"].steps, [s for s in range(200) if s != 100])
+    assert run.skipped_records == 1
+
+
 def test_a_record_still_being_written_is_waited_for_then_a_lie_is_resolved_when_data_follows(tmp_path, lying_file):
     source, data, offsets = lying_file
     run_dir = tmp_path / "run"

@@ -9,7 +9,9 @@ CRCs with the stored ones.
 
 Damage handling, so a live or damaged file never stops a read:
 - a partially written last record is left unconsumed (the next read retries it);
-- a record whose payload checksum fails is skipped and counted;
+- a record whose payload checksum fails is skipped and counted, and its length is not trusted
+  either (a length can lie with a valid checksum of its own): the scan resynchronises on the
+  next position after its header holding a valid header, so the records it spanned are kept;
 - a header whose checksum fails means its length cannot be trusted: the record is counted and
   the scan resynchronises on the next position holding a valid header;
 - a length larger than what the buffer holds only ends the scan (no allocation is sized by it).
@@ -208,9 +210,20 @@ def scan_records(buf: bytes, resyncing: bool = False) -> RecordScan:
         crcs = [crc(buf[start:end]) for start, end in zip(starts_arr.tolist(), payload_ends, strict=True)]
         stored = _gather_u32(raw, starts_arr + lengths_arr)
         payload_ok = mask_crc(np.asarray(crcs, dtype=np.uint32)) == stored
-        skipped += int(usable - np.count_nonzero(payload_ok))
-        all_starts.append(starts_arr[payload_ok])
-        all_lengths.append(lengths_arr[payload_ok])
+        bad_payloads = np.flatnonzero(~payload_ok)
+        if bad_payloads.size:
+            # The length may be what lies (its own checksum can be valid): trust nothing past
+            # this header and resynchronise from the byte after it, which also finds the next
+            # record when only the payload was damaged.
+            first = int(bad_payloads[0])
+            all_starts.append(starts_arr[:first])
+            all_lengths.append(lengths_arr[:first])
+            skipped += 1
+            pos = int(headers[first]) + 1
+            resyncing = True
+            continue
+        all_starts.append(starts_arr)
+        all_lengths.append(lengths_arr)
         if not bad_headers.size:
             pos = stop
             break
