@@ -108,7 +108,7 @@ def global_norm_check(signals: RunSignals) -> list[Finding]:
         return []
     steps, values, tag = series
     findings = []
-    event = exploding(values)
+    event = exploding(values, _aligned_loss(signals, steps))
     if event is not None:
         growth = event.evidence["growth_factor"]
         findings.append(
@@ -181,7 +181,7 @@ def per_layer_check(signals: RunSignals) -> list[Finding]:
         norms = np.where(np.isnan(loss) | np.isinf(loss), np.nan, norms)
     hits: dict[str, list[tuple[int, GradientEvent]]] = {}
     for row, depth in enumerate(depths):
-        for event in (exploding(norms[row]), vanishing(norms[row], loss)):
+        for event in (exploding(norms[row], loss), vanishing(norms[row], loss)):
             if event is not None:
                 hits.setdefault(event.kind, []).append((depth, event))
     findings = []
