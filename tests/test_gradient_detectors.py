@@ -255,3 +255,18 @@ def test_the_checks_let_the_logged_loss_explain_norms_coming_back_from_a_converg
     assert [f for f in gradient_check(run_signals(scalars)) if f.kind == "exploding_gradients"] == []
     del scalars["train/loss"]
     assert [f.kind for f in gradient_check(run_signals(scalars))].count("exploding_gradients") == 1
+
+
+def test_layers_with_exactly_zero_gradients_name_float16_underflow_among_the_causes():
+    """A float16 sigmoid net: the first layers' gradients underflow to exactly 0 in the backward
+    pass (logged as 0.0 after the cast to float32) while the last layer's stay near 0.3."""
+    rng = np.random.default_rng(2)
+    steps = np.arange(1, 301)
+    scalars = {f"grad_norm/{i}.weight": (steps, np.zeros(300)) for i in (0, 2)}
+    scalars["grad_norm/4.weight"] = (steps, 0.3 * np.exp(rng.normal(0, 0.3, 300)))
+    zero = per_layer_check(run_signals(scalars))
+    assert [f.kind for f in zero] == ["vanishing_gradients"] and "underflowed" in zero[0].message
+    scalars["grad_norm/0.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))  # tiny, not zero
+    scalars["grad_norm/2.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))
+    tiny = per_layer_check(run_signals(scalars))
+    assert [f.kind for f in tiny] == ["vanishing_gradients"] and "underflowed" not in tiny[0].message
