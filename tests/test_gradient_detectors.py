@@ -211,3 +211,62 @@ def test_layer_norms_after_a_blow_up_are_not_called_vanishing():
         scalars[f"grad_norm/layers.{i}.weight"] = (steps, layer)
     kinds = [f.kind for f in gradient_check(run_signals(scalars))]
     assert kinds == ["exploding_gradients"]
+
+
+def test_a_norm_climbing_100x_right_before_it_turns_nonfinite_is_exploding():
+    """A float16 run at a far too high rate: from the first step the norm climbs ~0.7 decades a step
+    and overflows after 9 logged points, so there is no post-warm-up baseline to compare with."""
+    g = np.full(400, np.nan)
+    g[:9] = 10.0 ** np.array([0.38, 1.08, 1.43, 1.98, 2.61, 3.29, 3.51, 4.15, 4.86])
+    event = exploding(g)
+    assert event is not None and event.kind == "exploding_gradients" and event.severity == "critical"
+    assert event.index == 2 and event.end_index == 9  # from where it stood clearly above its start
+    assert event.evidence["growth_factor"] > 1e3
+
+
+def test_a_norm_that_turns_nonfinite_without_climbing_is_not_exploding():
+    """A NaN straight from a bad batch (or a climb of less than 100x) is the nonfinite check's."""
+    g = noisy_norms(seed=3)
+    g[150:] = np.nan
+    assert exploding(g) is None
+    g[140:150] *= 30.0
+    assert exploding(g) is None
+
+
+def test_a_norm_coming_back_with_the_loss_from_a_converged_low_is_not_exploding():
+    """A classifier that reached losses near 1e-7 has norms near 1e-5 there; on its harder batches
+    later loss and norm come back by as many decades together: the norm only follows the loss."""
+    rng = np.random.default_rng(5)
+    loss_logs = np.concatenate([rng.normal(-1.0, 0.4, 5), rng.normal(-6.5, 0.3, 6), rng.normal(-1.5, 1.2, 9)])
+    norm_logs = 0.8 * loss_logs + 0.5 + rng.normal(0, 0.2, loss_logs.size)
+    assert exploding(10.0**norm_logs, 10.0**loss_logs) is None
+    flat_loss = np.full(loss_logs.size, 0.5)  # the same norms while the loss stays: not explained
+    assert exploding(10.0**norm_logs, flat_loss) is not None
+
+
+def test_the_checks_let_the_logged_loss_explain_norms_coming_back_from_a_converged_low():
+    """The global and the per-layer views both read the run's loss (logged every 10 steps)."""
+    rng = np.random.default_rng(7)
+    steps = np.arange(1, 21) * 10
+    loss_logs = np.concatenate([rng.normal(-1.0, 0.4, 5), rng.normal(-6.5, 0.3, 6), rng.normal(-1.5, 1.2, 9)])
+    scalars = {"train/loss": (steps, 10.0**loss_logs)}
+    for i in range(3):
+        scalars[f"grad_norm/{2 * i}.weight"] = (steps, 10.0 ** (0.8 * loss_logs + rng.normal(0, 0.2, 20)))
+    assert [f for f in gradient_check(run_signals(scalars)) if f.kind == "exploding_gradients"] == []
+    del scalars["train/loss"]
+    assert [f.kind for f in gradient_check(run_signals(scalars))].count("exploding_gradients") == 1
+
+
+def test_layers_with_exactly_zero_gradients_name_float16_underflow_among_the_causes():
+    """A float16 sigmoid net: the first layers' gradients underflow to exactly 0 in the backward
+    pass (logged as 0.0 after the cast to float32) while the last layer's stay near 0.3."""
+    rng = np.random.default_rng(2)
+    steps = np.arange(1, 301)
+    scalars = {f"grad_norm/{i}.weight": (steps, np.zeros(300)) for i in (0, 2)}
+    scalars["grad_norm/4.weight"] = (steps, 0.3 * np.exp(rng.normal(0, 0.3, 300)))
+    zero = per_layer_check(run_signals(scalars))
+    assert [f.kind for f in zero] == ["vanishing_gradients"] and "underflowed" in zero[0].message
+    scalars["grad_norm/0.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))  # tiny, not zero
+    scalars["grad_norm/2.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))
+    tiny = per_layer_check(run_signals(scalars))
+    assert [f.kind for f in tiny] == ["vanishing_gradients"] and "underflowed" not in tiny[0].message

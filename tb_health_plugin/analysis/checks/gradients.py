@@ -36,6 +36,12 @@ ADVICE = {
         "Check that layer: dead activations (ReLU units stuck at zero), a branch detached from the "
         "loss, or a block that is skipped or frozen."
     ),
+    "layer_zero": (
+        "Its gradient is exactly zero: dead activations (ReLU units stuck at zero), a branch detached "
+        "from the loss, a frozen block, or, in float16 or mixed precision, a backward pass that "
+        "underflowed to zero before the cast to float32 (raise the loss scale or keep those layers "
+        "in float32)."
+    ),
     "layer_exploding": "Clip the gradient norm and check that layer's inputs and initialisation.",
     "depth_exploding": (
         "The gradient grows on its way back through the layers: add normalisation layers, clip the "
@@ -108,7 +114,7 @@ def global_norm_check(signals: RunSignals) -> list[Finding]:
         return []
     steps, values, tag = series
     findings = []
-    event = exploding(values)
+    event = exploding(values, _aligned_loss(signals, steps))
     if event is not None:
         growth = event.evidence["growth_factor"]
         findings.append(
@@ -181,7 +187,7 @@ def per_layer_check(signals: RunSignals) -> list[Finding]:
         norms = np.where(np.isnan(loss) | np.isinf(loss), np.nan, norms)
     hits: dict[str, list[tuple[int, GradientEvent]]] = {}
     for row, depth in enumerate(depths):
-        for event in (exploding(norms[row]), vanishing(norms[row], loss)):
+        for event in (exploding(norms[row], loss), vanishing(norms[row], loss)):
             if event is not None:
                 hits.setdefault(event.kind, []).append((depth, event))
     findings = []
@@ -200,9 +206,16 @@ def per_layer_check(signals: RunSignals) -> list[Finding]:
             f"{verb} its own earlier level from step {int(steps[event.index])}."
         )
         severity_event = GradientEvent(kind, "warning", event.index, event.end_index, event.evidence)
-        advice = ADVICE["layer_vanishing" if kind == "vanishing_gradients" else "layer_exploding"]
+        advice = ADVICE[_layer_advice(kind, event)]
         findings.append(_finding(severity_event, steps, tags.get(example, example), message, advice))
     return findings
+
+
+def _layer_advice(kind: str, event: GradientEvent) -> str:
+    """Exactly-zero norms (most points of the stretch) have causes that merely small ones do not."""
+    if kind == "exploding_gradients":
+        return "layer_exploding"
+    return "layer_zero" if event.evidence.get("zero_share", 0.0) >= 0.5 else "layer_vanishing"
 
 
 def gradient_check(signals: RunSignals) -> list[Finding]:

@@ -13,6 +13,18 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   The reported onset walks back from there while the logged norm is still `ONSET_NOISE_MULTIPLE`
   robust sigmas (1.4826 MAD of the residuals around the level) and at least 2x above the typical
   (median) level before it.
+  Growth the loss explains is not exploding: near zero loss a cross-entropy gradient scales with
+  the loss (its gradient on the logits is p - y), so a classifier that converged to 1e-7 has
+  tiny norms that come back by decades on its hard batches. When the loss (if given) rose, from
+  its level (the same rolling median) where the norm had its baseline to its median over the
+  norm's excursion, by no less than `LOSS_EXPLAINS_DECADES` short of the norm's rise, the norm
+  only followed the loss (the loss detectors report that), as in the vanishing rule below.
+* Climb before a blow-up: a run that goes non-finite within a few points of starting never
+  gets a post-warm-up baseline, yet its norm climbing 100x before the NaN is the cause of the
+  blow-up. So when the norm turns non-finite, the median of the last `CLIMB_POINTS` finite
+  norms before it standing `EXPLODE_DECADES` above the median of the first `CLIMB_POINTS`
+  (where the run started, medians of 3 so that one freak batch cannot make it) is exploding,
+  critical (it overflowed into the NaN).
 * Vanishing, relative: the level stays `VANISH_DECADES` (1000x) below the running maximum of the
   post-warm-up level, *and* the loss (when given) fell by at least `LOSS_EXPLAINS_DECADES` less
   than the norm did. Near a minimum the gradient shrinks with the loss; a gradient that collapses
@@ -48,6 +60,7 @@ VANISH_DECADES = 3.0
 LOSS_EXPLAINS_DECADES = 2.0
 ABSOLUTE_FLOOR = 1e-8
 MIN_POINTS = 8
+CLIMB_POINTS = 3
 
 
 @dataclass(frozen=True)
@@ -69,12 +82,51 @@ def _overflow_as_inf(values: np.ndarray) -> np.ndarray:
     return logs
 
 
-def exploding(values: np.ndarray) -> GradientEvent | None:
-    """Sustained growth of the norm far above its own post-warm-up baseline (see module doc)."""
+def exploding(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEvent | None:
+    """Sustained growth of the norm far above its own post-warm-up baseline, or its climb right
+    before it turns non-finite (see module doc).
+
+    `loss`, when given, must be aligned with `values` point by point (NaN where missing).
+    """
     values = np.asarray(values, dtype=np.float64)
     n = values.size
     if n < MIN_POINTS:
         return None
+    return _sustained_growth(values, loss) or _climb_before_blow_up(values)
+
+
+def _climb_before_blow_up(values: np.ndarray) -> GradientEvent | None:
+    logs = _overflow_as_inf(values)
+    nonfinite = ~np.isfinite(logs)
+    if not nonfinite.any():
+        return None
+    blow_up = int(np.argmax(nonfinite))
+    before = np.flatnonzero(np.isfinite(logs[:blow_up]))
+    if before.size < 2 * CLIMB_POINTS:
+        return None
+    start = float(np.median(logs[before[:CLIMB_POINTS]]))
+    last = float(np.median(logs[before[-CLIMB_POINTS:]]))
+    if last - start < EXPLODE_DECADES:
+        return None
+    below = np.flatnonzero(logs[before] - start < ONSET_MIN_DECADES)  # the climb: the points after these
+    onset = int(before[below[-1] + 1]) if below.size else int(before[0])
+    peak = float(np.max(logs[before]))
+    return GradientEvent(
+        kind="exploding_gradients",
+        severity="critical",
+        index=onset,
+        end_index=blow_up,
+        evidence={
+            "baseline_norm": 10.0**start,
+            "peak_norm": 10.0**peak,
+            "growth_factor": 10.0 ** (peak - start),
+            "overflowed": True,
+        },
+    )
+
+
+def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> GradientEvent | None:
+    n = values.size
     logs = _overflow_as_inf(values)
     level = rolling_median(logs, median_window(n))
     warm = warmup_points(n)
@@ -89,6 +141,10 @@ def exploding(values: np.ndarray) -> GradientEvent | None:
         return None
     start, stop = run[0] + warm, run[1] + warm
     base = float(baseline[run[0]])
+    base_index = warm + int(np.nanargmin(post[: run[0] + 1]))
+    loss_rise = _loss_level_rise(loss, base_index, start, stop)
+    if loss_rise is not None and float(np.nanmedian(excess[run[0] : run[1]])) - loss_rise < LOSS_EXPLAINS_DECADES:
+        return None  # the norm came back with the loss from a converged low
     if not np.any(np.isfinite(logs[warm:stop]) & (logs[warm:stop] - base >= EXPLODE_DECADES)):
         return None  # only non-finite values: a NaN problem, reported as `nonfinite`
     # the onset: walk back while the level still stands clearly above the baseline noise
@@ -188,6 +244,18 @@ def vanishing(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEve
 def _median_norm(values: np.ndarray) -> float:
     finite = values[np.isfinite(values)]
     return float(np.median(finite)) if finite.size else float("nan")
+
+
+def _loss_level_rise(loss: np.ndarray | None, base_index: int, start: int, stop: int) -> float | None:
+    """Decades the loss rose from its level (rolling median, as the norm's) at the norm's baseline
+    to its median over the norm's excursion."""
+    if loss is None:
+        return None
+    logs = safe_log10(np.asarray(loss, dtype=np.float64))
+    if np.all(np.isnan(logs)) or np.all(np.isnan(logs[start:stop])):
+        return None
+    level = rolling_median(logs, median_window(logs.size))
+    return float(np.nanmedian(logs[start:stop]) - level[base_index])
 
 
 def _loss_drop_decades(loss: np.ndarray | None, peak_index: int, start: int, stop: int) -> float | None:
