@@ -23,7 +23,7 @@ from werkzeug.test import Client
 
 from tb_health_plugin.plugin import HealthPlugin
 from tb_health_plugin.readers import LogdirReader, read_logdir
-from tb_health_plugin.readers.discovery import TFEVENTS, EventFile, discover_runs
+from tb_health_plugin.readers.discovery import TFEVENTS, EventFile, discover_runs, walk_folders
 from tb_health_plugin.readers.logdir_reader import read_run
 from tb_health_plugin.readers.points import INT64_MAX
 from tb_health_plugin.readers.records import masked_crc
@@ -300,20 +300,35 @@ def test_the_report_says_what_was_skipped(tmp_path, lying_file):
 # ----- 6. a very deep logdir
 
 
+def remove_deep_tree(top: Path) -> None:
+    """Remove a tree deeper than the recursion limit bottom-up: `shutil.rmtree` (and so pytest's
+    clean-up of old temporary folders in a later session) recurses once per level and fails."""
+    folders = [folder for folder, _, _ in walk_folders(str(top))]
+    for folder in reversed(folders):
+        for entry in os.scandir(folder):
+            if not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
+        os.rmdir(folder)
+
+
 def test_a_logdir_deeper_than_the_recursion_limit(tmp_path):
     folder = tmp_path / "deep"
     folder.mkdir()
-    good_loss_run(folder, steps=5)
-    for _ in range(1100):
-        folder = folder / "d"
-        folder.mkdir()  # one at a time: os.makedirs recurses too
-    good_loss_run(folder, steps=7)
-    runs = discover_runs(str(tmp_path / "deep"))
-    assert sorted(len(name) for name in runs) == [1, 2199]
-    assert sorted(len(run.scalars["loss"]) for run in read_logdir(tmp_path / "deep")) == [5, 7]
-    done = cli_check(tmp_path / "deep")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert len(json.loads(done.stdout)["runs"]) == 2
+    try:
+        good_loss_run(folder, steps=5)
+        for _ in range(1100):
+            folder = folder / "d"
+            folder.mkdir()  # one at a time: os.makedirs recurses too
+        good_loss_run(folder, steps=7)
+        runs = discover_runs(str(tmp_path / "deep"))
+        assert sorted(len(name) for name in runs) == [1, 2199]
+        assert sorted(len(run.scalars["loss"]) for run in read_logdir(tmp_path / "deep")) == [5, 7]
+        done = cli_check(tmp_path / "deep")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert len(json.loads(done.stdout)["runs"]) == 2
+    finally:
+        remove_deep_tree(tmp_path / "deep")
+    assert not (tmp_path / "deep").exists()
 
 
 # ----- 7. two processes writing one run folder at once
