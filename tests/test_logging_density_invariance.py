@@ -84,8 +84,8 @@ def test_a_blow_up_at_the_end_that_lasts_longer_than_a_spike_is_still_critical()
     assert any(f.kind == "divergence" and f.severity == "critical" for f in found)
 
 
-def test_a_non_finite_point_in_the_middle_does_not_break_the_stall_check():
-    """The rate is indexed like the finite points kept (it used to be indexed past their end)."""
+def test_non_finite_points_in_the_middle_do_not_shift_the_stall_domain():
+    """The rate is indexed like the finite points kept (it used to run past them into the anneal)."""
     loss, lr = stuck_run(0), warmup_cosine()
     loss[40:110] = np.nan  # a long hole (an overflow the logger recorded as NaN)
     signals = logged(loss, lr, 1, means=False)
