@@ -18,7 +18,12 @@ Method (excess over the running best, on the log of the loss):
    called divergence whatever the noise. Epoch boundaries and data-mixture changes move a
    low-noise loss by a few percent, and stopping a run for that would be wrong.
 4. Divergence = an excursion with E > threshold that lasts longer than a spike
-   (`MAX_SPIKE_POINTS`) or is still open at the end of the run. Its onset is traced back on
+   (`MAX_SPIKE_POINTS`), whether or not it is still open at the end of the run: a few high
+   points at the very end cannot be told from a spike, and logged every 10th step they are
+   one point or none, so calling them divergence made the verdict depend on the logging
+   density. A blow-up at the end that is severe stays caught: its last points are far above
+   where the run started (steps 6 and 7). A short rise that the run ends in NaN/Inf right
+   after is no spike: the non-finite end tells them apart, and the rise dates its onset. Its onset is traced back on
    the raw log-loss: the first point after the last one within 2 sigma of B before the
    excursion, so the reported step is where the rise began, not where it became undeniable.
    A steady creep outgrows the noise only slowly, so that rule finds its start late: the
@@ -111,7 +116,9 @@ def loss_divergence(
         nonfinite_tail_start = int(last_finite[-1]) + 1 if last_finite.size else 0
     f_steps, f_values = steps[finite], values[finite]
     start_loss, end_min = _window_min_ends(window_min)
-    rise, rise_open, long_spikes = _finite_divergence(f_steps, f_values, tag, schedule, what, start_loss, end_min)
+    rise, rise_open, long_spikes = _finite_divergence(
+        f_steps, f_values, tag, schedule, what, start_loss, end_min, ends_nonfinite=nonfinite_tail_start is not None
+    )
     findings.extend(long_spikes)
     if nonfinite_tail_start is not None:
         nan_step = int(steps[nonfinite_tail_start])
@@ -177,6 +184,7 @@ def _finite_divergence(
     what: str,
     start_loss: float | None = None,
     end_min: float | None = None,
+    ends_nonfinite: bool = False,
 ) -> tuple[Finding | None, bool, list[Finding]]:
     """The divergence (an excursion open at the end wins over a recovered one), whether it is
     open at the end, and the long spikes: sudden excursions that recovered."""
@@ -207,8 +215,8 @@ def _finite_divergence(
     for where in ndimage.find_objects(labels):
         start, stop = where[0].start, where[0].stop
         open_at_end = stop >= n
-        if not open_at_end and stop - start <= MAX_SPIKE_POINTS:
-            continue  # short: the spike detector's business
+        if stop - start <= MAX_SPIKE_POINTS and not (open_at_end and ends_nonfinite):
+            continue  # no longer than a spike: see step 4 of the module doc
         onset = _onset(y, best, sigma, start, settled_from)
         peak = start + int(np.argmax(y[start:stop]))
         jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold

@@ -1,6 +1,6 @@
 """Stalled convergence: the loss stopped improving while the learning rate is still high.
 
-Method (an equivalence test on the log-loss against the run's own earlier progress):
+Method (tests of the log-loss's change against the run's own earlier progress):
 
 1. Domain: the settled, high-learning-rate part of the run, from the end of warm-up to the
    first point where the logged rate falls below half its peak (`schedule.HIGH_LR_SHARE`).
@@ -11,28 +11,42 @@ Method (an equivalence test on the log-loss against the run's own earlier progre
    counted from the run's first logged step (plus one logging interval, so the first point is
    not at log 0): a job resumed at step 100000 has the same curve as the same job numbered
    from 0, and the verdict must not depend on where the numbering starts. For a
-   candidate tail [s, end) of the domain (s on a 10% grid; the tail keeps at least
+   candidate tail [s, end) of the domain (s on a 5% grid of the domain; the tail keeps at least
    `MIN_TAIL_SHARE` of the domain) we fit lines through binned medians (`robust.binned_line`)
-   of the tail and of everything before it.
-3. The tail is stalled when its whole change, plus or minus `Z_EQUIVALENCE` standard errors,
-   stays within +-allowed, with allowed = `RATE_SHARE` * the earlier improvement per doubling
-   of steps * the tail's doublings: the loss moved less than 10% of what the earlier pace
-   predicts (floored at two standard errors of the tail's mean, 2 sigma / sqrt(points), sigma
-   being the run's per-point noise). A rising tail is not a stall (the divergence detector
-   owns it). The earliest stalled tail wins; the reported step is where the smoothed loss first
-   reached the plateau level.
+   of the tail and of everything before it. Every window is a share of the domain, never a
+   number of points, so logging every step or every 10th step looks at the same stretch.
+3. A tail after earlier progress is stalled when its whole change, plus or minus
+   `Z_EQUIVALENCE` standard errors, stays within +-allowed, with allowed = `RATE_SHARE` * the
+   earlier improvement per doubling of steps * the tail's doublings: the loss moved less than
+   10% of what the earlier pace predicts (an equivalence test: calling a working run stalled
+   needs the evidence). A tail needs `MIN_TAIL_POINTS` = 8 points, 4 bins of 2 for the line:
+   fewer leave the slope's standard error with too few degrees of freedom to mean much. (The
+   band used to be floored at 2 sigma / sqrt(points), which grew as fewer points were logged
+   and so made the verdict depend on the logging interval; a tail after no earlier progress
+   is step 4's business.) A rising tail is not a stall (the divergence detector owns it). The
+   earliest stalled tail wins; the reported step is where the smoothed loss first reached the
+   plateau level.
 4. A run that never improved is "stuck from the start": warm-up did not lower the loss by
    significantly more (2 standard errors) than allowed = max(sigma, `STUCK_CHANGE_LOG`), and
    the whole settled domain changed it by less than that: it moved less than between two
-   consecutive points, or less than 5%, over the whole run.
+   consecutive points, or less than 5%, over the whole run. Here allowed is an absolute effect
+   size, so the criterion is the estimated change itself, which does not depend on how many
+   points were logged; the evidence is merely required: `Z_EQUIVALENCE` standard errors of
+   the change must fit within allowed (the fit resolves the band), else the verdict is
+   declined rather than guessed. Requiring the whole +-2 standard-error interval inside the
+   band instead made a borderline stall flip with the logging interval (logged every 10th
+   step, the same run has a ~3x wider interval).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust import (
     TINY_LOG_SCALE,
+    LinearFit,
     binned_line,
     log_loss,
     robust_sigma,
@@ -42,7 +56,7 @@ from tb_health_plugin.analysis.detectors.schedule import Schedule
 from tb_health_plugin.analysis.findings import Finding
 
 MIN_POINTS = 16
-MIN_TAIL_POINTS = 12
+MIN_TAIL_POINTS = 8
 MIN_TAIL_SHARE = 0.25
 START_GRID = np.arange(0.0, 0.76, 0.05)
 RATE_SHARE = 0.10
@@ -61,6 +75,9 @@ def stalled_convergence(
     """At most one stall finding for one loss series."""
     finite = np.isfinite(values)
     steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
+    if schedule.lr_at_steps is not None and schedule.lr_at_steps.size == finite.size:
+        # index the rate like the points kept: a NaN in the middle must not shift the domain
+        schedule = replace(schedule, lr_at_steps=schedule.lr_at_steps[finite])
     n = steps.size
     if n < MIN_POINTS:
         return []
@@ -95,10 +112,8 @@ def stalled_convergence(
         elif s <= d0:
             continue  # it improved before warm-up ended: judge later tails by that pace
         else:
-            allowed = max(RATE_SHARE * earlier_rate * doublings, 2 * sigma / np.sqrt(d1 - s))
-        low = tail.change - Z_EQUIVALENCE * tail.change_stderr
-        high = tail.change + Z_EQUIVALENCE * tail.change_stderr
-        if not (-allowed <= low and high <= allowed):
+            allowed = RATE_SHARE * earlier_rate * doublings
+        if not _flat_within(tail, allowed, against_earlier_pace=s > d0):
             continue
         plateau = float(np.median(y[s + (d1 - s) // 2 : d1]))
         reached = np.flatnonzero(trend[d0:d1] <= plateau + sigma)
@@ -106,6 +121,13 @@ def stalled_convergence(
         start = min(start, s)
         return [_finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma)]
     return []
+
+
+def _flat_within(tail: LinearFit, allowed: float, against_earlier_pace: bool) -> bool:
+    """Step 3 (equivalence against the earlier pace) or 4 (effect size, evidence required) of the module doc."""
+    if against_earlier_pace:
+        return abs(tail.change) + Z_EQUIVALENCE * tail.change_stderr <= allowed
+    return abs(tail.change) <= allowed and Z_EQUIVALENCE * tail.change_stderr <= allowed
 
 
 def _high_lr_end(schedule: Schedule, d0: int, n: int) -> int:
