@@ -17,11 +17,13 @@ import {followTheme} from './theme';
 import {installTooltips, setTip} from './tooltip';
 
 const POLL_INTERVAL_MS = 5000;
+const TB_RUNS_WAIT_MS = 2000; // how long a refresh waits for TensorBoard's own run list (colours)
 
 export class App {
   private readonly state: AppState = loadState();
   private runs: RunSummary[] = [];
   private lastRefresh: number | null = null;
+  private tbRunsRequest: Promise<void> | null = null;
   private readonly overview: Overview;
   private readonly runView = new RunView((run) => this.openRun(run));
   private readonly compare: CompareView;
@@ -87,8 +89,7 @@ export class App {
 
   private async refresh(): Promise<void> {
     try {
-      const [response, tbRuns] = await Promise.all([api.runs(), api.tensorboardRuns().catch(() => [] as string[])]);
-      setTensorBoardRuns(tbRuns);
+      const [response] = await Promise.all([api.runs(), this.tensorBoardRunOrder()]);
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
@@ -101,6 +102,23 @@ export class App {
       this.errorBanner.textContent = t('loadFailed', {error: String((error as Error).message ?? error)});
     }
     this.renderRefreshState();
+  }
+
+  /** TensorBoard's own run list gives its run colours. Its loader can be slow or stuck (a huge
+   * logdir, a FIFO named like an event file), so the overview waits for it at most
+   * TB_RUNS_WAIT_MS; a late answer still sets the colours for the next refresh, and only one
+   * request is in flight at a time. */
+  private tensorBoardRunOrder(): Promise<unknown> {
+    if (!this.tbRunsRequest) {
+      this.tbRunsRequest = api
+        .tensorboardRuns()
+        .then(setTensorBoardRuns)
+        .catch(() => undefined)
+        .finally(() => {
+          this.tbRunsRequest = null;
+        });
+    }
+    return Promise.race([this.tbRunsRequest, new Promise((resolve) => window.setTimeout(resolve, TB_RUNS_WAIT_MS))]);
   }
 
   private async showActiveView(): Promise<void> {
