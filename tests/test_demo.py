@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -15,19 +14,9 @@ ALARMS = {"warning", "critical"}
 
 
 @pytest.fixture(scope="module")
-def demo_logdir(tmp_path_factory):
-    logdir = tmp_path_factory.mktemp("demo") / "logs"
-    workdir = tmp_path_factory.mktemp("demo-cwd")
-    # As a user's shell runs it: without the protobuf setting that importing MindSpore put into
-    # this test process's environment.
-    env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
-    result = subprocess.run(
-        [sys.executable, "-m", "tb_health_plugin.cli", "demo", "--no-serve", "--logdir", str(logdir)],
-        cwd=workdir, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "[6/6] two_ranks" in result.stderr  # progress was shown
-    return logdir
+def demo_logdir(demo_training):
+    assert "[6/6] two_ranks" in demo_training.stderr  # progress was shown
+    return demo_training.logdir
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ points at logs an earlier `tb-health demo --no-serve` wrote, to reuse them.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,19 +26,11 @@ RUN = "corrupted_batch/rank_0"
 
 
 @pytest.fixture(scope="module")
-def demo_logdir(tmp_path_factory):
+def demo_logdir(request):
     existing = os.environ.get("TB_HEALTH_DEMO_LOGDIR")
     if existing and (Path(existing) / "two_ranks").is_dir():
         return Path(existing)
-    logdir = tmp_path_factory.mktemp("demo") / "logs"
-    workdir = tmp_path_factory.mktemp("demo-cwd")
-    env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
-    result = subprocess.run(
-        [sys.executable, "-m", "tb_health_plugin.cli", "demo", "--no-serve", "--logdir", str(logdir)],
-        cwd=workdir, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return logdir
+    return request.getfixturevalue("demo_training").logdir
 
 
 @pytest.fixture(scope="module")
