@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.detection.cases_signals import dynamic_loss_scaler
 from tb_health_plugin.analysis.detectors.loss_scale import analyse_loss_scale
 from tb_health_plugin.analysis.detectors.lr_fit import analyse_lr
-
-FP16_MAX = 65504.0
 
 
 def sgdr(total: int, t_0: int, t_mult: int, peak=1e-3, floor=1e-5, warm=0) -> np.ndarray:
@@ -81,16 +80,7 @@ def healthy_scaler(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     total, window = int(rng.integers(1500, 6000)), int(rng.choice([1000, 2000]))
     scale, g, sigma = float(2 ** rng.choice([16, 24, 32])), 10 ** rng.uniform(-1, 2.5), rng.uniform(0.2, 1.0)
     noise = np.exp(rng.normal(0, sigma, total))
-    scales, flags, clean = np.empty(total), np.zeros(total), 0
-    for t in range(total):
-        overflow = scale * g * noise[t] > FP16_MAX
-        if overflow:
-            scale, clean = max(1.0, scale / 2), 0
-        else:
-            clean += 1
-            if clean >= window:
-                scale, clean = scale * 2, 0
-        scales[t], flags[t] = scale, overflow
+    scales, flags = dynamic_loss_scaler(scale, g * noise, window)
     every = int(rng.choice([1, 5, 10]))
     steps = np.arange(1, total + 1)[every - 1 :: every]
     return steps, scales[every - 1 :: every], flags[every - 1 :: every]

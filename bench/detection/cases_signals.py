@@ -699,6 +699,27 @@ def _schedule_restart(lr, steps, resumed) -> np.ndarray:
     return lr[np.clip(relative, 0, lr.size - 1)]
 
 
+def dynamic_loss_scaler(
+    scale: float, gradient_peak: np.ndarray, window: int, forced: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, overflow flag) per step of a dynamic fp16 loss scaler, as PyTorch's GradScaler and
+    MindSpore's DynamicLossScaleUpdateCell run it: a step whose scaled gradient peak
+    (`scale * gradient_peak[t]`) passes fp16's maximum, or that is `forced` to, overflows and
+    halves the scale (not below 1); `window` clean steps in a row double it."""
+    total = gradient_peak.size
+    scales, flags, clean = np.empty(total), np.zeros(total), 0
+    for t in range(total):
+        overflow = bool(forced is not None and forced[t]) or scale * gradient_peak[t] > FP16_MAX
+        if overflow:
+            scale, clean = max(1.0, scale / 2), 0
+        else:
+            clean += 1
+            if clean >= window:
+                scale, clean = scale * 2, 0
+        scales[t], flags[t] = scale, overflow
+    return scales, flags
+
+
 def sim_scale(scenario: str, rng) -> Synthetic:
     run = Synthetic()
     total = int(rng.integers(3000, 30000))
@@ -716,16 +737,7 @@ def sim_scale(scenario: str, rng) -> Synthetic:
     elif scenario == "scale_collapse":
         forced[k:] = rng.random(total - k) < rng.uniform(0.6, 0.95)
     noise = np.exp(rng.normal(0, sigma, total))
-    scales, flags, clean = np.empty(total), np.zeros(total), 0
-    for t in range(total):
-        overflow = forced[t] or scale * g * trend[t] * noise[t] > FP16_MAX
-        if overflow:
-            scale, clean = max(1.0, scale / 2), 0
-        else:
-            clean += 1
-            if clean >= window:
-                scale, clean = scale * 2, 0
-        scales[t], flags[t] = scale, overflow
+    scales, flags = dynamic_loss_scaler(scale, g * trend * noise, window, forced)
     every = int(rng.choice([1, 10, 20, 50]))
     steps = np.arange(0, total, every)
     run.scalars[str(rng.choice(["train/loss_scale", "loss-scale"]))] = (steps, scales[steps])
