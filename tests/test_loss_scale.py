@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.detection.cases_signals import dynamic_loss_scaler
 from tb_health_plugin.analysis.checks.loss_scale import loss_scale_check
 from tb_health_plugin.analysis.detectors.loss_scale import analyse_loss_scale
 from tb_health_plugin.analysis.signals import RunSignals
@@ -32,18 +33,7 @@ def simulate(
         grad[forced_from:] *= 2 ** (np.arange(steps - forced_from) / growth_every)
     forced = np.zeros(steps, dtype=bool)
     forced[forced_from:] = rng.random(steps - forced_from) < forced_rate
-    scale, clean = init, 0
-    scales, flags = np.empty(steps), np.zeros(steps)
-    for t in range(steps):
-        overflow = forced[t] or scale * grad[t] > FP16_MAX
-        if overflow:
-            scale, clean = max(min_scale, scale / 2), 0
-        else:
-            clean += 1
-            if clean >= window:
-                scale, clean = scale * 2, 0
-        scales[t], flags[t] = scale, overflow
-    return scales, flags
+    return dynamic_loss_scaler(init, grad, window, forced, min_scale)
 
 
 def test_the_normal_sawtooth_with_its_calibration_phase_is_not_a_finding():

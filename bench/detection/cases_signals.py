@@ -700,18 +700,19 @@ def _schedule_restart(lr, steps, resumed) -> np.ndarray:
 
 
 def dynamic_loss_scaler(
-    scale: float, gradient_peak: np.ndarray, window: int, forced: np.ndarray | None = None
+    scale: float, gradient_peak: np.ndarray, window: int, forced: np.ndarray | None = None,
+    min_scale: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scale, overflow flag) per step of a dynamic fp16 loss scaler, as PyTorch's GradScaler and
     MindSpore's DynamicLossScaleUpdateCell run it: a step whose scaled gradient peak
     (`scale * gradient_peak[t]`) passes fp16's maximum, or that is `forced` to, overflows and
-    halves the scale (not below 1); `window` clean steps in a row double it."""
+    halves the scale (not below `min_scale`); `window` clean steps in a row double it."""
     total = gradient_peak.size
     scales, flags, clean = np.empty(total), np.zeros(total), 0
     for t in range(total):
         overflow = bool(forced is not None and forced[t]) or scale * gradient_peak[t] > FP16_MAX
         if overflow:
-            scale, clean = max(1.0, scale / 2), 0
+            scale, clean = max(min_scale, scale / 2), 0
         else:
             clean += 1
             if clean >= window:
