@@ -1,8 +1,8 @@
 """Which logged tag plays which role (loss, learning rate, gradient norm, ...).
 
 Users' logs come from our hooks, MindFormers, MindSpore's SummaryCollector, Hugging Face and
-Megatron-style loggers, each with its own spelling. The spellings below are the contract
-(`shared/CONTRACTS.md`, section 4) plus a few common variants; the first spelling present wins.
+Megatron-style loggers, each with its own spelling. The spellings below are the ones our hooks
+write (README, "What is logged") plus a few common variants; the first spelling present wins.
 Users can override any role by naming the tag explicitly.
 """
 

@@ -1,5 +1,5 @@
 """The framework-neutral core of the hooks: one object that turns per-step values into the tags
-of `shared/CONTRACTS.md` section 3, keeps the window aggregates, and runs the online analysis.
+the README lists ("What is logged"), keeps the window aggregates, and runs the online analysis.
 
 `HealthMonitor` (MindSpore `Model.train`), the MindFormers callback and custom training loops
 all feed it; a custom loop calls `log_step` once per step. Values may be Python numbers, numpy

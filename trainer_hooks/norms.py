@@ -1,7 +1,7 @@
 """Gradient norms computed inside the compiled step (graph mode included).
 
 MindSpore has no function returning the global norm. Squaring float32 gradients directly
-underflows to 0 below about 1e-19 and overflows to inf above about 1e19 (NOTES.md). The fast
+underflows to 0 below about 1e-19 and overflows to inf above about 1e19 (float32 squares). The fast
 path squares and sums each gradient (two kernels per parameter); only when a sum is not safely
 inside float32's range (zero, below 2^-100, or not finite) is every norm recomputed as
 `peak * sqrt(sum((x / peak)^2))` with `peak = max|x|`, exact for any finite input, NaN/Inf kept.

@@ -2,8 +2,8 @@
 
 Every run is simulated step by step (a power-law loss curve in log space, a learning-rate
 schedule, per-step minibatch noise) and then logged the way trainers log: every N steps, either
-the last step's loss or the mean over the interval, under one of the tag spellings of
-`shared/CONTRACTS.md`. Faults are injected into the per-step curve:
+the last step's loss or the mean over the interval, under one of the tag spellings
+`tb_health_plugin/roles.py` recognises. Faults are injected into the per-step curve:
 
 - loss_spike: 1-3 sudden jumps of x1.5-x8, lasting 1-5 logged intervals (1 step when the run
   also logs our hooks' `train/loss_max`), decaying back;

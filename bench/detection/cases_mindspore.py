@@ -118,7 +118,7 @@ def expected_labels(spec: dict, steps: np.ndarray, loss: np.ndarray) -> dict[str
     bad = ~np.isfinite(loss)
     if bad.any():
         labels["nonfinite"] = [int(steps[np.argmax(bad)])]
-        if bad[-1]:  # a run that ends non-finite diverged (CONTRACTS.md), from the injected fault
+        if bad[-1]:  # a run that ends non-finite diverged (README, `divergence`), from the injected fault
             labels.setdefault("divergence", [int(steps[np.argmax(bad)])])
     return labels
 

@@ -1,4 +1,4 @@
-"""The finding and report shapes fixed by `shared/CONTRACTS.md`, section 2.
+"""The finding and report shapes the CLI and the plugin share (`http_api.md`, `report`).
 
 Detectors return `Finding`s; `run_report` turns a run's findings into the contract's JSON
 object. Evidence may hold NaN/Inf: `json_safe` replaces them so the JSON stays strict.

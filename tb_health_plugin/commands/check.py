@@ -1,7 +1,7 @@
 """`tb-health check LOGDIR`: analyse every run under a logdir and print the report.
 
 Text for people (one line per run with its verdict, then its findings), strict JSON for tools
-(`shared/CONTRACTS.md`, section 2). The exit code says whether a finding reached `--fail-on`,
+(`analysis/findings.py`, as `http_api.md` describes it). The exit code says whether a finding reached `--fail-on`,
 or why the report is missing or incomplete (`EXIT_CODES_HELP`, shown by `--help`).
 stdout carries only the report; progress goes to stderr, when stderr is a terminal or the
 logdir is big enough for the wait to be noticed.
