@@ -20,7 +20,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_health_plugin.analysis.findings import SEVERITY_RANK
+from tb_health_plugin.contract import SEVERITY_RANK, job_of
 from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
 from tb_health_plugin.roles import resolve_roles
 from tb_health_plugin.service import HealthService, UnknownRun
@@ -178,7 +178,6 @@ class HealthPlugin(base_plugin.TBPlugin):
     def _serve_runs(self, request):
         if self._service is None:
             return _json(request, {"logdir": "", "runs": []})
-        from tb_health_plugin.analysis.engine import job_name
 
         reports = self._service.reports()
         runs = []
@@ -190,7 +189,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
             report = reports[name] or {"run": name, "status": "pending", "steps": None, "findings": []}
             summary = run_summary(report, roles.scalars, data.last_wall_time or None)
-            summary["job"] = job_name(name)
+            summary["job"] = job_of(name)
             summary["source"] = source_format(self._logdir, name)
             runs.append(summary)
         return _json(request, {"logdir": self._logdir, "runs": runs})

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tb_health_plugin.analysis import engine
+from tb_health_plugin.contract import job_of
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.series import RunData
 
@@ -77,7 +78,7 @@ class ViewCache:
 
 
 def unit_of(run: str) -> str:
-    job = engine.job_name(run)
+    job = job_of(run)
     return f"job:{job}" if job is not None else f"run:{run}"
 
 

@@ -8,7 +8,8 @@ import numpy as np
 
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.analysis.checks import loss as loss_checks
-from tb_health_plugin.analysis.findings import KINDS, Finding
+from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.contract import KINDS
 from tb_health_plugin.series import RunData, ScalarSeries
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_health_plugin import contract
 from trainer_hooks.aggregates import StepWindow
 from trainer_hooks.online import SEVERITY_RANK, Analyze, OnlineAnalyzer
 from trainer_hooks.ranks import RankInfo, detect_rank
@@ -26,8 +27,8 @@ from trainer_hooks.writer import SafeEventWriter
 
 logger = logging.getLogger("trainer_hooks")
 
-FINDINGS_TAG = "health/findings"
-NOTES_TAG = "health/notes"
+FINDINGS_TAG = contract.FINDINGS
+NOTES_TAG = contract.NOTES
 MS_PER_S = 1000.0
 
 
@@ -279,7 +280,7 @@ class HealthLogger:
         if grads is not None and self._is_histogram_step(step):
             names = self.param_names(len(grads))
             for name, grad in zip(names, grads, strict=True):
-                self.writer.histogram(f"grad/{name}", to_numpy(grad), step)
+                self.writer.histogram(contract.GRAD_HISTOGRAM_PREFIX + name, to_numpy(grad), step)
         if stop_now:
             self._stop_now(step, loss_value, grad_norm_value)
 
@@ -340,7 +341,7 @@ class HealthLogger:
         """Evaluation metrics as `eval/<name>` (e.g. {"loss": 0.3, "accuracy": 0.9})."""
         for name, value in metrics.items():
             try:
-                self._scalar(f"eval/{name}", to_float(value), step)
+                self._scalar(contract.EVAL_PREFIX + name, to_float(value), step)
             except Exception as error:  # noqa: BLE001 - a metric that is not a number is skipped
                 self._input_error(f"log_eval({name!r})", step, error)
 
@@ -386,17 +387,17 @@ class HealthLogger:
         self.overflow_steps += int(window.get("overflow_count", 0))
 
     def _collect(self, step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size):
-        self._scalar("train/loss", loss_value, step)
+        self._scalar(contract.LOSS, loss_value, step)
         if grad_norm_value is not None:
-            self._scalar("train/grad_norm", grad_norm_value, step)
+            self._scalar(contract.GRAD_NORM, grad_norm_value, step)
         for name, value in (param_grad_norms or {}).items():
-            self._scalar(f"grad_norm/{name}", to_float(value), step)
+            self._scalar(contract.PARAM_GRAD_NORM_PREFIX + name, to_float(value), step)
         if lr is not None:
-            self._scalar("train/lr", to_float(lr), step)
+            self._scalar(contract.LEARNING_RATE, to_float(lr), step)
         if loss_scale is not None:
-            self._scalar("train/loss_scale", to_float(loss_scale), step)
+            self._scalar(contract.LOSS_SCALE, to_float(loss_scale), step)
         if overflow is not None:
-            self._scalar("train/overflow", to_float(overflow), step)
+            self._scalar(contract.OVERFLOW, to_float(overflow), step)
             self._has_overflow_flag = True
         self._write_window(step, batch_size)
         if self.online is not None:
@@ -404,28 +405,28 @@ class HealthLogger:
 
     def _write_window(self, step: int, batch_size: int | None = None) -> None:
         self._pending_collection = False
-        self._scalar("train/loss_max", self.loss_window.maximum, step)
-        self._scalar("train/loss_min", self.loss_window.minimum, step)
+        self._scalar(contract.LOSS_MAX, self.loss_window.maximum, step)
+        self._scalar(contract.LOSS_MIN, self.loss_window.minimum, step)
         nonfinite = self.loss_window.nonfinite_count
         if self.grad_norm_window.count:
-            self._scalar("train/grad_norm_max", self.grad_norm_window.maximum, step)
+            self._scalar(contract.GRAD_NORM_MAX, self.grad_norm_window.maximum, step)
             nonfinite += self.grad_norm_window.nonfinite_count
-        self._scalar("train/nonfinite_count", nonfinite, step)
+        self._scalar(contract.NONFINITE_COUNT, nonfinite, step)
         if self._has_overflow_flag:
-            self._scalar("train/overflow_count", self.overflow_steps, step)
+            self._scalar(contract.OVERFLOW_COUNT, self.overflow_steps, step)
         self.overflow_steps = 0
         self.loss_window.reset()
         self.grad_norm_window.reset()
         if self._timed_steps:
             seconds_per_step = self._timed_seconds / self._timed_steps
-            self._scalar("train/step_time_ms", seconds_per_step * MS_PER_S, step)
+            self._scalar(contract.STEP_TIME_MS, seconds_per_step * MS_PER_S, step)
             samples = batch_size or self.batch_size
             if samples and seconds_per_step > 0:
-                self._scalar("train/throughput", samples / seconds_per_step, step)
+                self._scalar(contract.THROUGHPUT, samples / seconds_per_step, step)
                 if self.seq_length:
-                    self._scalar("train/tokens_per_s", samples * self.seq_length / seconds_per_step, step)
+                    self._scalar(contract.TOKENS_PER_S, samples * self.seq_length / seconds_per_step, step)
             if self._host_seconds:
-                self._scalar("train/host_time_ms", self._host_seconds / self._timed_steps * MS_PER_S, step)
+                self._scalar(contract.HOST_TIME_MS, self._host_seconds / self._timed_steps * MS_PER_S, step)
         self._timed_seconds, self._timed_steps, self._host_seconds = 0.0, 0, 0.0
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
@@ -439,16 +440,16 @@ class HealthLogger:
         if self.weight_freq and step % self.weight_freq == 0:
             previous, self._weight_snapshot = self._weight_snapshot, None
             for name, value in weights.items():
-                self._scalar(f"weight_norm/{name}", float(np.linalg.norm(value.ravel())), step)
+                self._scalar(contract.PARAM_WEIGHT_NORM_PREFIX + name, float(np.linalg.norm(value.ravel())), step)
                 if previous is not None and previous[0] == step - 1 and name in previous[1]:
                     before = previous[1][name]
                     before_norm = float(np.linalg.norm(before.ravel()))
                     update = float(np.linalg.norm((value - before).ravel()))
                     ratio = update / before_norm if before_norm > 0 else (0.0 if update == 0 else math.inf)
-                    self._scalar(f"update_ratio/{name}", ratio, step)
+                    self._scalar(contract.PARAM_UPDATE_RATIO_PREFIX + name, ratio, step)
         if self._is_histogram_step(step):
             for name, value in weights.items():
-                self.writer.histogram(f"weight/{name}", value, step)
+                self.writer.histogram(contract.WEIGHT_HISTOGRAM_PREFIX + name, value, step)
         if self.weight_freq and (step + 1) % self.weight_freq == 0:
             self._weight_snapshot = (step, weights)  # the weights before the next weight step
 

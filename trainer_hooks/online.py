@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from tb_health_plugin.contract import SEVERITY_RANK
+
 logger = logging.getLogger(__name__)
 
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 Analyze = Callable[[Any], dict]  # RunData -> the contract's run report
 FINAL_ANALYSIS_TIMEOUT_S = 60.0
 MAX_BUSY_FRACTION = 0.1  # of wall time the background analysis may use

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tb_health_plugin.contract import rank_folder
+
 # (rank variable, world-size variable), in order of trust.
 LAUNCHER_VARIABLES = (
     ("RANK_ID", "RANK_SIZE"),
@@ -30,7 +32,7 @@ class RankInfo:
 
     @property
     def run_folder(self) -> str:
-        return f"rank_{self.rank}"
+        return rank_folder(self.rank)
 
 
 def detect_rank(environ: Mapping[str, str] | None = None) -> RankInfo:

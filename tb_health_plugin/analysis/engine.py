@@ -9,15 +9,15 @@ exception becomes an `info` finding saying the check could not run.
 from __future__ import annotations
 
 import logging
-import re
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from tb_health_plugin.analysis import diagnosis
 from tb_health_plugin.analysis.checks import gradients, loss, loss_scale, lr_schedule, throughput, weights
-from tb_health_plugin.analysis.findings import REPORT_VERSION, Finding, run_report
+from tb_health_plugin.analysis.findings import Finding, run_report
 from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.contract import REPORT_VERSION, job_of
 from tb_health_plugin.series import RunData
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,6 @@ RunCheck = Callable[[RunSignals], list[Finding]]
 JobCheck = Callable[[dict[str, RunSignals]], dict[str, list[Finding]]]
 
 CHECK_MODULES = (loss, gradients, weights, lr_schedule, loss_scale, throughput)
-RANK_RUN = re.compile(r"^(?P<job>.*?)/?rank_(?P<rank>\d+)$")
 
 
 def run_checks() -> list[RunCheck]:
@@ -56,14 +55,6 @@ def findings_for_run(signals: RunSignals) -> list[Finding]:
     return findings
 
 
-def job_name(run: str) -> str | None:
-    """`exp1/rank_3` -> `exp1`; `rank_0` -> `.`; a run that is not a rank -> None."""
-    match = RANK_RUN.match(run)
-    if not match:
-        return None
-    return match.group("job") or "."
-
-
 def analyze_runs(
     runs: list[RunData],
     overrides: dict[str, str] | None = None,
@@ -82,7 +73,7 @@ def analyze_runs(
             on_progress(index, len(signals))
     jobs: dict[str, dict[str, RunSignals]] = defaultdict(dict)
     for name, s in signals.items():
-        job = job_name(name)
+        job = job_of(name)
         if job is not None:
             jobs[job][name] = s
     for job, members in jobs.items():

@@ -12,24 +12,7 @@ from typing import Any
 
 import numpy as np
 
-REPORT_VERSION = 1
-SEVERITIES = ("info", "warning", "critical")
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
-KINDS = (
-    "nonfinite",
-    "divergence",
-    "loss_spike",
-    "exploding_gradients",
-    "vanishing_gradients",
-    "stalled_convergence",
-    "lr_schedule",
-    "loss_scale",
-    "throughput",
-    "overfitting",
-    "weight_updates",  # weights that stop changing or update far too much (checks/weights.py)
-    "weight_distribution",  # weight norms drifting or values saturating (checks/weights.py)
-    "check_error",  # info only: a check could not run on this run (engine.py)
-)
+from tb_health_plugin.contract import SEVERITY_RANK, worst_status
 
 
 @dataclass
@@ -81,10 +64,7 @@ def json_safe(value: Any) -> Any:
 
 
 def run_status(findings: list[Finding], has_data: bool) -> str:
-    if not has_data:
-        return "no_data"
-    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=0)
-    return {0: "healthy", 1: "warning", 2: "critical"}[worst]
+    return worst_status((f.severity for f in findings), has_data)
 
 
 def run_report(run: str, findings: list[Finding], step_range: tuple[int, int] | None) -> dict[str, Any]:

@@ -17,9 +17,8 @@ import time
 from typing import Any, TextIO
 
 from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
-from tb_health_plugin.analysis.findings import SEVERITY_RANK
 from tb_health_plugin.commands.messages import printable, read_problems, say
-from tb_health_plugin.roles import SCALAR_SPELLINGS, is_samples_axis
+from tb_health_plugin.contract import SCALAR_SPELLINGS, SEVERITY_RANK, is_samples_axis
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_UNREADABLE = 2  # part of LOGDIR could not be read: the report covers only the rest
