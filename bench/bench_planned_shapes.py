@@ -2,10 +2,10 @@
 
     PYTHONPATH=. python bench/bench_planned_shapes.py
 
-Prints, per case and logging interval, whether `analyse_lr` raised an alarm (planned shapes
+Prints, per case and logging interval, whether `analyze_lr` raised an alarm (planned shapes
 must not, faults must), then how many of 200 simulated healthy dynamic loss scalers (initial
 scale 2^16..2^32, windows of 1000-2000 steps, runs of 1500-6000 steps, gradient noise 0.2-1.0
-in log) `analyse_loss_scale` alarms on. Shapes follow PyTorch's definitions
+in log) `analyze_loss_scale` alarms on. Shapes follow PyTorch's definitions
 (CosineAnnealingWarmRestarts, CyclicLR triangular/triangular2, OneCycleLR's cosine).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.detection.cases_signals import dynamic_loss_scaler
-from tb_health_plugin.analysis.detectors.loss_scale import analyse_loss_scale
-from tb_health_plugin.analysis.detectors.lr_fit import analyse_lr
+from tb_health_plugin.analysis.detectors.loss_scale import analyze_loss_scale
+from tb_health_plugin.analysis.detectors.lr_fit import analyze_lr
 
 
 def sgdr(total: int, t_0: int, t_mult: int, peak=1e-3, floor=1e-5, warm=0) -> np.ndarray:
@@ -92,7 +92,7 @@ def main() -> None:
         row = []
         for every in (1, 10, 50):
             steps = np.arange(lr.size)[::every]
-            analysis = analyse_lr(steps, lr[::every])
+            analysis = analyze_lr(steps, lr[::every])
             alarm = any(p.severity != "info" for p in (analysis.problems if analysis else []))
             right += alarm == fault
             total += 1
@@ -103,7 +103,7 @@ def main() -> None:
     for seed in range(200):
         steps, scales, flags = healthy_scaler(seed)
         overflow = (steps, flags) if seed % 2 else None
-        alarmed += any(p.severity != "info" for p in analyse_loss_scale(steps, scales, overflow))
+        alarmed += any(p.severity != "info" for p in analyze_loss_scale(steps, scales, overflow))
     print(f"loss scale: {alarmed} of 200 healthy dynamic scalers alarmed")
 
 

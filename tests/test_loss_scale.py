@@ -7,7 +7,7 @@ import pytest
 
 from bench.detection.cases_signals import dynamic_loss_scaler
 from tb_health_plugin.analysis.checks.loss_scale import loss_scale_check
-from tb_health_plugin.analysis.detectors.loss_scale import analyse_loss_scale
+from tb_health_plugin.analysis.detectors.loss_scale import analyze_loss_scale
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.series import RunData, ScalarSeries
 
@@ -40,8 +40,8 @@ def test_the_normal_sawtooth_with_its_calibration_phase_is_not_a_finding():
     scales, flags = simulate()
     steps = np.arange(scales.size)
     assert np.ptp(np.log2(scales)) >= 8  # calibration from 2^24 down, then the saw-tooth
-    assert analyse_loss_scale(steps[::10], scales[::10]) == []
-    assert analyse_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10])) == []
+    assert analyze_loss_scale(steps[::10], scales[::10]) == []
+    assert analyze_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10])) == []
 
 
 @pytest.mark.parametrize("seed", [3, 6, 9])
@@ -52,15 +52,15 @@ def test_the_initial_search_of_a_dynamic_scale_is_not_a_decline(seed):
     scales, flags = simulate(steps=3000, window=2000, sigma=0.9, grad_scale=100, init=2.0**16, seed=seed)
     steps = np.arange(1, scales.size + 1)
     assert np.log2(scales[0] / scales[-1]) >= 10 and np.all(np.diff(scales) <= 0)
-    assert analyse_loss_scale(steps, scales) == []
-    assert analyse_loss_scale(steps[::5], scales[::5], (steps[::5], flags[::5])) == []
+    assert analyze_loss_scale(steps, scales) == []
+    assert analyze_loss_scale(steps[::5], scales[::5], (steps[::5], flags[::5])) == []
 
 
 def test_a_scale_held_at_its_floor_by_overflows_after_the_search_is_a_warning():
     # the gradients grow from step 3000 until the scaler's floor (128) cannot absorb them
     scales, flags = simulate(forced_from=3000, growth_every=300, min_scale=128.0, seed=1)
     steps = np.arange(scales.size)
-    problems = analyse_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10]))
+    problems = analyze_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10]))
     floor = [p for p in problems if p.what == "floor"]
     assert floor and floor[0].severity == "warning" and steps[::10][floor[0].index] > 3000
     assert floor[0].evidence["floor_scale"] == 128.0
@@ -69,7 +69,7 @@ def test_a_scale_held_at_its_floor_by_overflows_after_the_search_is_a_warning():
 def test_frequent_overflows_are_reported_from_the_logged_flags():
     scales, flags = simulate(forced_rate=0.1, forced_from=4000)
     steps = np.arange(scales.size)
-    problems = analyse_loss_scale(steps, scales, (steps, flags))
+    problems = analyze_loss_scale(steps, scales, (steps, flags))
     rates = [p for p in problems if p.what == "overflow_rate"]
     assert rates and rates[0].evidence["skip_rate"] > 0.05
     assert 4000 <= steps[rates[0].index] <= 4100
@@ -78,7 +78,7 @@ def test_frequent_overflows_are_reported_from_the_logged_flags():
 def test_a_steady_decline_without_regrowth_is_a_warning():
     scales, _ = simulate(forced_from=3000, growth_every=400)
     steps = np.arange(scales.size)
-    problems = analyse_loss_scale(steps[::20], scales[::20])
+    problems = analyze_loss_scale(steps[::20], scales[::20])
     assert [p.what for p in problems] == ["decline"]
     assert problems[0].severity == "warning" and problems[0].evidence["regrowths"] >= 1
 
@@ -86,13 +86,13 @@ def test_a_steady_decline_without_regrowth_is_a_warning():
 def test_a_scale_collapsing_to_its_minimum_is_critical():
     scales, _ = simulate(forced_rate=0.8, forced_from=5000)
     steps = np.arange(scales.size)
-    problems = analyse_loss_scale(steps, scales)
+    problems = analyze_loss_scale(steps, scales)
     collapse = [p for p in problems if p.what == "collapse"]
     assert collapse and collapse[0].severity == "critical" and steps[collapse[0].index] > 5000
 
 
 def test_a_static_scale_is_left_alone():
-    assert analyse_loss_scale(np.arange(100), np.ones(100)) == []
+    assert analyze_loss_scale(np.arange(100), np.ones(100)) == []
 
 
 def test_the_check_reads_mindformers_spelling_and_the_overflow_flag():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tb_health_plugin.analysis.checks.lr_schedule import lr_schedule_check
-from tb_health_plugin.analysis.detectors.lr_fit import analyse_lr, fit_shape
+from tb_health_plugin.analysis.detectors.lr_fit import analyze_lr, fit_shape
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.series import Backtrack, RunData, ScalarSeries
 
@@ -34,20 +34,20 @@ SCHEDULES = {
 
 @pytest.mark.parametrize("shape", sorted(SCHEDULES))
 def test_warmup_plus_decay_schedules_are_fitted_and_not_problems(shape):
-    analysis = analyse_lr(STEPS, SCHEDULES[shape])
+    analysis = analyze_lr(STEPS, SCHEDULES[shape])
     assert analysis.problems == []
     assert analysis.shape == shape
 
 
 def test_cosine_restarts_are_a_cyclic_schedule_not_a_reset():
     one = FLOOR + (PEAK - FLOOR) * 0.5 * (1 + np.cos(np.pi * np.arange(250) / 250))
-    analysis = analyse_lr(STEPS, np.tile(one, 4))
+    analysis = analyze_lr(STEPS, np.tile(one, 4))
     assert analysis.shape == "cyclic" and analysis.problems == []
 
 
 def test_a_restart_after_a_resume_is_a_reset_tied_to_the_resume():
     lr = np.r_[SCHEDULES["cosine"][:600], SCHEDULES["cosine"][:400]]
-    problems = analyse_lr(STEPS, lr, resume_steps=[600]).problems
+    problems = analyze_lr(STEPS, lr, resume_steps=[600]).problems
     assert [p.what for p in problems] == ["reset"]
     assert problems[0].evidence["after_resume"] and 600 <= problems[0].index <= 602
 
@@ -55,26 +55,26 @@ def test_a_restart_after_a_resume_is_a_reset_tied_to_the_resume():
 def test_an_upward_jump_outside_warmup_is_reported():
     lr = SCHEDULES["cosine"].copy()
     lr[500:] *= 3
-    problems = analyse_lr(STEPS, lr).problems
+    problems = analyze_lr(STEPS, lr).problems
     assert [(p.what, p.index) for p in problems] == [("jump", 500)]
 
 
 def test_a_rate_at_zero_long_before_the_end_is_critical():
     lr = SCHEDULES["linear"].copy()
     lr[400:] = 0.0
-    problems = analyse_lr(STEPS, lr).problems
+    problems = analyze_lr(STEPS, lr).problems
     assert [(p.what, p.severity, p.index) for p in problems] == [("zero", "critical", 400)]
 
 
 def test_decaying_to_zero_exactly_at_the_end_is_fine():
     lr = warmup_then(PEAK * 0.5 * (1 + np.cos(np.pi * X)))
-    assert analyse_lr(STEPS, lr).problems == []
+    assert analyze_lr(STEPS, lr).problems == []
 
 
 def test_a_schedule_stepped_per_micro_batch_reaches_its_floor_far_too_early():
     fast = SCHEDULES["cosine"][::8]
     lr = np.r_[fast, np.full(N - fast.size, fast[-1])]
-    problems = analyse_lr(STEPS, lr).problems
+    problems = analyze_lr(STEPS, lr).problems
     assert [p.what for p in problems] == ["early_floor"]
     assert problems[0].index < 130 and problems[0].evidence["speedup_estimate"] > 5
 
@@ -104,10 +104,10 @@ def test_the_check_uses_the_readers_backtracks_and_reports_an_actionable_finding
 
 def test_a_flat_rate_that_suddenly_leaps_is_a_jump_not_a_warmup():
     lr = np.where(STEPS < 600, 1e-3, 4e-2)
-    problems = analyse_lr(STEPS, lr).problems
+    problems = analyze_lr(STEPS, lr).problems
     assert [(p.what, p.index) for p in problems] == [("jump", 600)]
     coarse_warmup = np.r_[1e-7, np.full(N - 1, 1e-3)]  # a short warm-up logged coarsely
-    assert analyse_lr(STEPS, coarse_warmup).problems == []
+    assert analyze_lr(STEPS, coarse_warmup).problems == []
 
 
 def sgdr(steps: int, t_0: int, t_mult: int, eta_max=PEAK, eta_min=FLOOR) -> np.ndarray:
@@ -126,7 +126,7 @@ def test_warm_restarts_with_periods_growing_by_t_mult_are_a_planned_cyclic_sched
     total = 8000
     steps = np.arange(total)[::every]
     lr = sgdr(total, t_0, t_mult)[::every]
-    analysis = analyse_lr(steps, lr)
+    analysis = analyze_lr(steps, lr)
     assert analysis.shape == "cyclic" and analysis.problems == []
     data = RunData("run", scalars={"train/lr": ScalarSeries.from_lists(steps, lr)})
     findings = lr_schedule_check(RunSignals.from_run(data))
@@ -138,7 +138,7 @@ def test_cyclic_rates_rising_from_a_base_are_planned():
     t = np.arange(6000)
     cycle, x = t // 800, np.abs(t / 400 - 2 * (t // 800) - 1)
     for amplitude in (9e-4 * np.maximum(0, 1 - x), 9e-4 * np.maximum(0, 1 - x) / 2.0**cycle):
-        assert analyse_lr(t[::10], (1e-4 + amplitude)[::10]).problems == []
+        assert analyze_lr(t[::10], (1e-4 + amplitude)[::10]).problems == []
 
 
 def test_resets_to_the_peak_at_irregular_steps_are_reported():
@@ -149,7 +149,7 @@ def test_resets_to_the_peak_at_irregular_steps_are_reported():
     lr = base.copy()
     lr[2000:] = base[100:4100]
     lr[4500:] = base[100:1600]
-    problems = analyse_lr(np.arange(6000), lr).problems
+    problems = analyze_lr(np.arange(6000), lr).problems
     assert [(p.what, p.severity, p.index) for p in problems] == [("reset", "warning", 2000), ("reset", "warning", 4500)]
 
 

@@ -86,7 +86,7 @@ class RunInfo:
     loss_values: np.ndarray | None
 
 
-def analyse_with_tb_health(root: Path, cases: list[Case]) -> tuple[Predictions, dict[str, RunInfo], dict]:
+def analyze_with_tb_health(root: Path, cases: list[Case]) -> tuple[Predictions, dict[str, RunInfo], dict]:
     from tb_health_plugin.analysis.engine import analyze_runs
     from tb_health_plugin.analysis.signals import RunSignals
     from tb_health_plugin.readers import read_logdir
@@ -110,7 +110,7 @@ def analyse_with_tb_health(root: Path, cases: list[Case]) -> tuple[Predictions, 
     return predictions, info, reports
 
 
-def analyse_with_losslint(root: Path, cases: list[Case]) -> Predictions:
+def analyze_with_losslint(root: Path, cases: list[Case]) -> Predictions:
     started = time.perf_counter()
     predictions = Predictions("losslint")
     for case in cases:
@@ -119,7 +119,7 @@ def analyse_with_losslint(root: Path, cases: list[Case]) -> Predictions:
     return predictions
 
 
-def analyse_with_rule(name: str, rule, cases: list[Case], info: dict[str, RunInfo]) -> Predictions:
+def analyze_with_rule(name: str, rule, cases: list[Case], info: dict[str, RunInfo]) -> Predictions:
     predictions = Predictions(name)
     for case in cases:
         run = info.get(case.name)
@@ -293,7 +293,7 @@ def run_split(split: str, families: set[str] | None, with_baselines: bool, verbo
     cases = collect_cases(split, families)
     summary: dict = {}
     if cases:
-        summary = analyse_cases(split, cases, with_baselines, verbose, keep)
+        summary = analyze_cases(split, cases, with_baselines, verbose, keep)
     if families is None or "metamorphic" in families:
         from bench.detection import metamorphic
 
@@ -303,18 +303,18 @@ def run_split(split: str, families: set[str] | None, with_baselines: bool, verbo
     return summary
 
 
-def analyse_cases(split: str, cases: list[Case], with_baselines: bool, verbose: bool, keep: Path | None) -> dict:
+def analyze_cases(split: str, cases: list[Case], with_baselines: bool, verbose: bool, keep: Path | None) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"tbh-bench-{split}-") as scratch:
         root = (keep / split) if keep else Path(scratch)
         started = time.perf_counter()
         for case in cases:
             case.write(root / case.name)
         print(f"[{split}] wrote {len(cases)} runs in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        ours, info, _ = analyse_with_tb_health(root, cases)
+        ours, info, _ = analyze_with_tb_health(root, cases)
         tools = [ours]
         if with_baselines:
-            tools.append(analyse_with_losslint(root, cases))
-            tools.extend(analyse_with_rule(name, rule, cases, info) for name, rule in baselines.RULES.items())
+            tools.append(analyze_with_losslint(root, cases))
+            tools.extend(analyze_with_rule(name, rule, cases, info) for name, rule in baselines.RULES.items())
         summary = print_tables(split, cases, tools, info)
         if verbose:
             print("\ntb-health mistakes:")

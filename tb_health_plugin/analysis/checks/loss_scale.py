@@ -4,7 +4,7 @@ findings."""
 
 from __future__ import annotations
 
-from tb_health_plugin.analysis.detectors.loss_scale import ScaleProblem, analyse_loss_scale
+from tb_health_plugin.analysis.detectors.loss_scale import ScaleProblem, analyze_loss_scale
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.analysis.signals import RunSignals
 
@@ -57,7 +57,7 @@ def loss_scale_check(signals: RunSignals) -> list[Finding]:
     if signals.overflow is not None and len(signals.overflow):
         overflow = (signals.overflow.steps, signals.overflow.values)
     findings = []
-    for problem in analyse_loss_scale(series.steps, series.values, overflow):
+    for problem in analyze_loss_scale(series.steps, series.values, overflow):
         step = int(series.steps[problem.index])
         advice = ADVICE[problem.what]
         findings.append(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.lr_fit import LrAnalysis, LrProblem, analyse_lr
+from tb_health_plugin.analysis.detectors.lr_fit import LrAnalysis, LrProblem, analyze_lr
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.analysis.signals import RunSignals
 
@@ -58,7 +58,7 @@ def lr_schedule_check(signals: RunSignals) -> list[Finding]:
     if series is None or not len(series):
         return []
     resumes = [b.to_step for b in signals.data.backtracks]
-    analysis = analyse_lr(series.steps, series.values, resumes)
+    analysis = analyze_lr(series.steps, series.values, resumes)
     if analysis is None:
         return []
     steps = series.steps[np.isfinite(series.values)]

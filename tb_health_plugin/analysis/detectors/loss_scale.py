@@ -67,7 +67,7 @@ def calibration_end(log_scale: np.ndarray) -> int:
     return int(grow[0]) + 1 if grow.size else log_scale.size
 
 
-def analyse_loss_scale(
+def analyze_loss_scale(
     steps: np.ndarray, scale: np.ndarray, overflow: tuple[np.ndarray, np.ndarray] | None = None
 ) -> list[ScaleProblem]:
     """Problems of one loss-scale series (see module doc).

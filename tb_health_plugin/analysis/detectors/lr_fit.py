@@ -122,7 +122,7 @@ def _near_resume(steps: np.ndarray, index: int, resume_steps: np.ndarray) -> boo
     return bool(np.any((resume_steps >= lo) & (resume_steps <= hi)))
 
 
-def analyse_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = ()) -> LrAnalysis | None:
+def analyze_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = ()) -> LrAnalysis | None:
     """Fit and check one learning-rate series (see module doc); `resume_steps` are logged resumes."""
     steps = np.asarray(steps, dtype=np.int64)
     lr = np.asarray(lr, dtype=np.float64)
