@@ -40,9 +40,7 @@ FRONTEND_INPUTS = ("package.json", "package-lock.json", "build.mjs", "tsconfig.j
 def tab_sources() -> list[Path]:
     """Every file the tab's build reads, except the dependencies npm installs from the lockfile."""
     sources = [FRONTEND / name for name in FRONTEND_INPUTS if (FRONTEND / name).is_file()]
-    if (FRONTEND / "src").is_dir():
-        sources += sorted(path for path in (FRONTEND / "src").rglob("*") if path.is_file())
-    return sources
+    return sources + sorted(path for path in (FRONTEND / "src").rglob("*") if path.is_file())
 
 
 def _sha256(path: Path) -> str:
@@ -56,14 +54,13 @@ def sources_digest(sources: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def prebuilt_tab_matches(digest: str | None) -> bool:
-    """True when STATIC holds a complete tab built from sources with this digest (any sources when
-    the digest is None: there are none to build from)."""
+def prebuilt_tab_matches(digest: str) -> bool:
+    """True when STATIC holds a complete, unaltered tab built from sources with this digest."""
     try:
         info = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if not isinstance(info, dict) or (digest is not None and info.get("sources_sha256") != digest):
+    if not isinstance(info, dict) or info.get("sources_sha256") != digest:
         return False
     outputs = info.get("outputs")
     return isinstance(outputs, dict) and all(
@@ -77,8 +74,8 @@ def build_tab_with_npm(digest: str) -> None:
         raise SetupError(
             "tb-health-plugin: the Health tab must be built from frontend/, which needs node and npm "
             "(none on PATH), and no tab built from these sources is present in "
-            "tb_health_plugin/static/. Install node 20+ with npm, or build from the sdist or install "
-            "the wheel, which carry the built tab."
+            "tb_health_plugin/static/. Install node 20+ with npm, or install the wheel, which "
+            "carries the built tab."
         )
     BUILD_INFO.unlink(missing_ok=True)  # an interrupted build must not leave a valid record
     env = {key: value for key, value in os.environ.items() if key != "TB_HEALTH_DEV"}  # minified
@@ -109,13 +106,6 @@ class BuildTab(Command):
         self.set_undefined_options("build_py", ("build_lib", "build_lib"))
 
     def run(self) -> None:
-        if not (FRONTEND / "src").is_dir():
-            if prebuilt_tab_matches(None):
-                return
-            raise SetupError(
-                "tb-health-plugin: frontend/src is missing and no built Health tab is present in "
-                "tb_health_plugin/static/, so the tab can be neither built nor shipped"
-            )
         digest = sources_digest(tab_sources())
         if prebuilt_tab_matches(digest):
             return
