@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 START_TIMEOUT_S = 90  # TensorBoard imports slowly on a busy 2-core machine
@@ -41,19 +41,31 @@ def get_json(url: str, timeout: float = 30):
 
 
 @contextlib.contextmanager
-def running_tensorboard(logdir, load_fast: bool = False, reload_interval_s: int = 1) -> Iterator[str]:
-    """Yield the base URL (`http://127.0.0.1:PORT`) of a TensorBoard serving `logdir`."""
+def running_tensorboard(
+    logdir,
+    load_fast: bool = False,
+    reload_interval_s: int = 1,
+    command: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Iterator[str]:
+    """Yield the base URL (`http://127.0.0.1:PORT`) of a TensorBoard serving `logdir`.
+
+    `command`, `env` and `cwd` run another installation's `tensorboard` (a fresh virtual
+    environment) instead of this interpreter's."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="tensorboard-", suffix=".log", delete=False)
-    command = tensorboard_command() + [
+    command = (command or tensorboard_command()) + [
         "--logdir", str(logdir),
         "--host", "127.0.0.1",
         "--port", str(port),
         f"--load_fast={'true' if load_fast else 'false'}",
         "--reload_interval", str(reload_interval_s),
     ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    env = dict(os.environ if env is None else env, TF_CPP_MIN_LOG_LEVEL="3")
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
