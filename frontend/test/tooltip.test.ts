@@ -53,7 +53,7 @@ describe('tooltips', () => {
   });
 
   it('carry the language of their text', () => {
-    const node = target('梯度范数', );
+    const node = target(null);
     setTip(node, '梯度范数', 'zh');
     showTip(node);
     expect(tooltip()?.lang).toBe('zh');
