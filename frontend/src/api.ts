@@ -1,11 +1,13 @@
 // Typed access to the plugin's routes (tb_health_plugin/http_api.md), relative to this module
 // so the tab works under any TensorBoard path prefix.
 
-export type Status = 'healthy' | 'warning' | 'critical' | 'no_data';
-export type Severity = 'info' | 'warning' | 'critical';
+import type {Kind, REPORT_VERSION, Severity, Status} from './generated/contract';
+
+// The report's vocabulary comes from tb_health_plugin/contract.py (generated at build time).
+export type {Kind, Severity, Status};
 
 export interface Finding {
-  kind: string;
+  kind: Kind;
   severity: Severity;
   step: number;
   end_step?: number;
@@ -20,7 +22,7 @@ export interface RunSummary {
   job: string | null;
   status: Status;
   counts: Record<Severity, number>;
-  worst: {kind: string; severity: Severity; step: number; message: string} | null;
+  worst: {kind: Kind; severity: Severity; step: number; message: string} | null;
   kinds: string[];
   steps: {first: number; last: number} | null;
   last_update: number | null;
@@ -42,7 +44,7 @@ export interface RunReport {
 }
 
 export interface ReportResponse {
-  version: number;
+  version: typeof REPORT_VERSION;
   logdir: string;
   runs: RunReport[];
 }

@@ -8,15 +8,13 @@ import {api, HttpError, isAbort, type Range, type SeriesResponse} from './api';
 import {chartCard, type Card} from './card';
 import type {ChartGroup, GroupMember} from './chartGroup';
 import {SEVERITY_COLORS} from './colors';
-import {formatNumber, formatStep} from './format';
 import {el} from './dom';
 import {bindText, t} from './i18n';
-import {axisSize, smooth, useLog, yRange} from './scaling';
+import {groupPlotOptions, legendValue, plotWidth, xLabel} from './plotOptions';
+import {smooth, useLog} from './scaling';
 import {settings} from './settings';
-import {cssColor} from './theme';
 import {timeSeriesUrl} from './tbLinks';
 import {setTip} from './tooltip';
-import {formatX} from './xaxis';
 
 export interface Marker {
   step: number;
@@ -44,96 +42,6 @@ export interface EnvelopeOptions {
 
 const NONFINITE_COLOR = '#d93025';
 const WINDOW_MAX_COLOR = '#e8710a';
-
-/** The x axis label of the current mode. */
-export function xLabel(): string {
-  return t(settings.xAxis === 'step' ? 'step' : settings.xAxis === 'relative' ? 'xRelative' : 'xWall');
-}
-
-// uPlot passes null for ticks it leaves unlabelled (log axes), so both formatters accept it.
-export function stepAxisValues(u: uPlot, splits: (number | null)[]): string[] {
-  const span = (u.scales.x?.max ?? 0) - (u.scales.x?.min ?? 0);
-  return splits.map((v) => formatX(v, settings.xAxis, span));
-}
-
-export function valueAxisValues(_u: uPlot, splits: (number | null)[]): string[] {
-  return splits.map((v) => (v === null ? '' : formatTick(v)));
-}
-
-/** Axis ticks: short, with exponents trimmed (`5e-4`, not `5.00e-4`). */
-export function formatTick(value: number): string {
-  const magnitude = Math.abs(value);
-  if (magnitude !== 0 && (magnitude >= 1e5 || magnitude < 1e-3)) return Number(value.toExponential(2)).toExponential();
-  return Number(value.toPrecision(4)).toString();
-}
-
-/** Axes in the theme's colours: x in the chosen mode, y as wide as its longest label. */
-export function themedAxes(): uPlot.Axis[] {
-  const stroke = () => cssColor('--chart-text');
-  const grid = {stroke: () => cssColor('--chart-grid'), width: 1};
-  const ticks = {stroke: () => cssColor('--chart-grid'), width: 1};
-  return [
-    {values: settings.xAxis === 'wall' ? undefined : stepAxisValues, size: 30, gap: 2, stroke, grid, ticks},
-    {values: valueAxisValues, size: axisSize, gap: 2, stroke, grid, ticks},
-  ];
-}
-
-/** The legend's x value: a step, a duration or a clock time. */
-export function xLegendValue(_u: uPlot, v: number | null): string {
-  if (v === null || v === undefined) return '—';
-  return settings.xAxis === 'step' ? formatStep(v) : formatX(v, settings.xAxis, 0);
-}
-
-/** Pixel width of a chart body, the number of buckets worth requesting. */
-export function plotWidth(body: HTMLElement): number {
-  return Math.max(100, Math.min(4000, Math.round(body.clientWidth || 600)));
-}
-
-/** Drag-to-zoom and double-click-to-reset wired to the group instead of one chart. */
-export function groupCursor(group: ChartGroup): uPlot.Cursor {
-  return {
-    sync: {key: group.syncKey, setSeries: false},
-    drag: {x: true, y: false, setScale: false},
-    bind: {dblclick: () => () => null},
-  } as uPlot.Cursor;
-}
-
-export function groupHooks(group: ChartGroup, root: HTMLElement): Partial<uPlot.Hooks.Arrays> {
-  return {
-    setSelect: [
-      (u: uPlot) => {
-        if (u.select.width > 4) {
-          const start = u.posToVal(u.select.left, 'x');
-          const end = u.posToVal(u.select.left + u.select.width, 'x');
-          u.setSelect({left: 0, top: 0, width: 0, height: 0}, false);
-          group.zoomToX({start, end});
-        }
-      },
-    ],
-    ready: [(u: uPlot) => u.over.addEventListener('dblclick', () => group.zoomTo(null))],
-    setScale: [
-      (u: uPlot, key: string) => {
-        // the drawn ranges, for tests and for anyone inspecting the page
-        if (key === 'y') {
-          root.dataset.ymin = String(u.scales.y.min ?? '');
-          root.dataset.ymax = String(u.scales.y.max ?? '');
-        }
-        if (key !== 'x') return;
-        root.dataset.xmin = String(Math.round(u.scales.x.min ?? 0));
-        root.dataset.xmax = String(Math.round(u.scales.x.max ?? 0));
-      },
-    ],
-  };
-}
-
-export function xRange(group: ChartGroup): uPlot.Range.Function {
-  return (_u, dataMin, dataMax) => {
-    const shown = group.visibleX();
-    if (shown) return [shown.start, shown.end];
-    if (dataMin === null || dataMax === null) return [0, 1];
-    return dataMin === dataMax ? [dataMin - 1, dataMax + 1] : [dataMin, dataMax];
-  };
-}
 
 /** Values at or below zero cannot sit on a log axis. */
 function positiveOnly(values: (number | null)[]): (number | null)[] {
@@ -290,21 +198,15 @@ export class EnvelopeChart implements GroupMember {
 
   private plotOptions(log: boolean): uPlot.Options {
     const color = this.options.color ?? '#1a73e8';
-    const group = this.group;
     const smoothing = settings.smoothing > 0;
-    const value = (_u: uPlot, v: number | null) => formatNumber(v);
-    return {
-      width: this.card.body.clientWidth || 600,
+    const value = legendValue;
+    return groupPlotOptions({
+      group: this.group,
+      root: this.card.root,
+      body: this.card.body,
       height: this.height(),
-      cursor: groupCursor(group),
-      legend: {show: true, live: true},
-      scales: {
-        x: {time: settings.xAxis === 'wall', range: xRange(group)},
-        y: {distr: log ? 3 : 1, range: yRange(log, () => this.drawn)},
-      },
-      axes: themedAxes(),
+      y: {log, values: () => this.drawn},
       series: [
-        {label: xLabel(), value: xLegendValue},
         // the raw series stays faint behind its smoothed line, as in the Scalars tab
         {label: t('mean'), stroke: smoothing ? `${color}55` : color, width: smoothing ? 1 : 1.5, value},
         {label: t('min'), stroke: `${color}40`, width: 1, value},
@@ -314,11 +216,8 @@ export class EnvelopeChart implements GroupMember {
         ...(this.options.overlays ?? []).map((o) => ({label: o.run, stroke: o.color, width: 1, spanGaps: true, value})),
       ],
       bands: [{series: [3, 2], fill: `${color}1c`}],
-      hooks: {
-        ...groupHooks(group, this.card.root),
-        draw: [(u: uPlot) => this.afterDraw(u)],
-      },
-    };
+      draw: (u) => this.afterDraw(u),
+    });
   }
 
   private afterDraw(u: uPlot): void {

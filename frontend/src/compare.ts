@@ -6,28 +6,28 @@ import uPlot from 'uplot';
 import {api, isAbort, type Range, type RunSummary, type SeriesResponse} from './api';
 import {chartCard, type Card} from './card';
 import {ChartGroup, type GroupMember} from './chartGroup';
-import {groupCursor, groupHooks, plotWidth, themedAxes, xLabel, xLegendValue, xRange} from './charts';
 import {runColor} from './colors';
 import {SettingsBar} from './controls';
-import {smooth, useLog, yRange} from './scaling';
+import {smooth, useLog} from './scaling';
 import {onSettings, settings} from './settings';
 import {onTheme} from './theme';
 import {el} from './dom';
 import {formatNumber, formatStep, visibleName} from './format';
 import {bindText, label, t} from './i18n';
 import {countsCell} from './overview';
+import {groupPlotOptions, legendValue, plotWidth} from './plotOptions';
 
 interface LossStats {
   final: number | null;
   best: number | null;
 }
 
-function lastFinite(values: (number | null)[]): number | null {
+export function lastFinite(values: (number | null)[]): number | null {
   for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null && Number.isFinite(values[i])) return values[i];
   return null;
 }
 
-function minFinite(values: (number | null)[]): number | null {
+export function minFinite(values: (number | null)[]): number | null {
   let best: number | null = null;
   for (const v of values) if (v !== null && (best === null || v < best)) best = v;
   return best;
@@ -46,12 +46,30 @@ export function bestRun(runs: RunSummary[], stats: Map<string, LossStats>): stri
 }
 
 /** A run's x values in the current axis mode: steps, or its own clock (relative to its start). */
-function runXs(response: SeriesResponse): number[] {
+export function runXs(response: SeriesResponse): number[] {
   if (settings.xAxis === 'step' || !response.wall_times) return response.steps;
   const origin = settings.xAxis === 'relative' ? (response.first_wall_time ?? response.wall_times[0] ?? 0) : 0;
   let latest = -Infinity;
   // uPlot needs ascending x: a clock that went backwards (a restart) is held flat
   return response.wall_times.map((w) => (latest = Math.max(latest, w - origin)));
+}
+
+/** uPlot series (after x's) of runs drawn in their colours: per run its smoothed line, its
+ * faint raw mean (shown when smoothing) and the edges of its faint min/max band, 4 series each. */
+export function runSeries(runs: {name: string; color: string}[], showMean: boolean): {series: uPlot.Series[]; bands: uPlot.Band[]} {
+  const value = legendValue;
+  const series: uPlot.Series[] = [];
+  const bands: uPlot.Band[] = [];
+  for (const {name, color} of runs) {
+    const first = series.length + 1; // uPlot's index: x is series 0
+    series.push({label: name, stroke: color, width: 1.6, spanGaps: true, value});
+    series.push({label: `${name} ${t('mean')}`, stroke: `${color}50`, width: 0.8, spanGaps: true, show: showMean, value});
+    for (const bound of ['min', 'max']) {
+      series.push({label: `${name} ${t(bound)}`, stroke: `${color}30`, width: 0.5, spanGaps: true, value});
+    }
+    bands.push({series: [first + 3, first + 2], fill: `${color}14`});
+  }
+  return {series, bands};
 }
 
 class CompareChart implements GroupMember {
@@ -151,34 +169,21 @@ class CompareChart implements GroupMember {
     }
     if (!this.plot) {
       this.plotLog = log;
-      const value = (_u: uPlot, v: number | null) => formatNumber(v);
-      const series: uPlot.Series[] = [{label: xLabel(), value: xLegendValue}];
-      const bands: uPlot.Band[] = [];
-      for (const run of runs) {
-        const color = runColor(run.run, this.runs.indexOf(run));
-        const first = series.length;
-        series.push({label: visibleName(run.run), stroke: color, width: 1.6, spanGaps: true, value});
-        series.push({label: `${visibleName(run.run)} ${t('mean')}`, stroke: `${color}50`, width: 0.8, spanGaps: true, show: settings.smoothing > 0, value});
-        for (const bound of ['min', 'max']) {
-          series.push({label: `${visibleName(run.run)} ${t(bound)}`, stroke: `${color}30`, width: 0.5, spanGaps: true, value});
-        }
-        bands.push({series: [first + 3, first + 2], fill: `${color}14`});
-      }
+      const {series, bands} = runSeries(
+        runs.map((run) => ({name: visibleName(run.run), color: runColor(run.run, this.runs.indexOf(run))})),
+        settings.smoothing > 0,
+      );
       this.plot = new uPlot(
-        {
-          width: this.card.body.clientWidth || 600,
+        groupPlotOptions({
+          group: this.group,
+          root: this.card.root,
+          body: this.card.body,
           height: 300,
-          cursor: groupCursor(this.group),
-          legend: {show: true, live: true},
-          scales: {
-            x: {time: settings.xAxis === 'wall', range: xRange(this.group)},
-            y: {distr: log ? 3 : 1, range: yRange(log, () => this.drawn)},
-          },
-          axes: themedAxes(),
+          y: {log, values: () => this.drawn},
           series,
           bands,
-          hooks: {...groupHooks(this.group, this.card.root), draw: [() => this.drawn_()]},
-        },
+          draw: () => this.drawn_(),
+        }),
         table,
         this.card.body,
       );

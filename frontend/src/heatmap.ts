@@ -7,8 +7,7 @@ import uPlot from 'uplot';
 import {api, HttpError, isAbort, type HeatmapResponse, type Range} from './api';
 import {chartCard, type Card} from './card';
 import type {ChartGroup, GroupMember} from './chartGroup';
-import {groupCursor, groupHooks, plotWidth, themedAxes, xRange} from './charts';
-import {settings} from './settings';
+import {groupPlotOptions, plotWidth} from './plotOptions';
 import {cssColor} from './theme';
 import {rampColor, rampGradientCss} from './colors';
 import {el} from './dom';
@@ -181,36 +180,28 @@ export class GradientHeatmap implements GroupMember {
   }
 
   private plotOptions(): uPlot.Options {
-    const group = this.group;
-    return {
-      width: this.card.body.clientWidth || 600,
+    return groupPlotOptions({
+      group: this.group,
+      root: this.card.root,
+      body: this.card.body,
       height: this.height(),
-      cursor: {...groupCursor(group), points: {show: false}},
-      legend: {show: false},
-      scales: {
-        x: {time: settings.xAxis === 'wall', range: xRange(group)},
-        layer: {auto: false, range: () => [0, Math.max(1, this.data?.layers.length ?? 1)]},
+      legend: false,
+      cursorPoints: false,
+      scales: {layer: {auto: false, range: () => [0, Math.max(1, this.data?.layers.length ?? 1)]}},
+      yAxis: {
+        scale: 'layer',
+        stroke: () => cssColor('--chart-text'),
+        grid: {show: false},
+        ticks: {stroke: () => cssColor('--chart-grid'), width: 1},
+        size: () => this.labelWidth,
+        gap: 2,
+        splits: () => this.layerSplits(),
+        values: (_u, splits) => splits.map((s) => this.layerLabel(s)),
       },
-      axes: [
-        themedAxes()[0],
-        {
-          scale: 'layer',
-          stroke: () => cssColor('--chart-text'),
-          grid: {show: false},
-          ticks: {stroke: () => cssColor('--chart-grid'), width: 1},
-          size: () => this.labelWidth,
-          gap: 2,
-          splits: () => this.layerSplits(),
-          values: (_u, splits) => splits.map((s) => this.layerLabel(s)),
-        },
-      ],
-      series: [{}, {scale: 'layer', show: true, stroke: 'transparent', points: {show: false}}],
-      hooks: {
-        ...groupHooks(group, this.card.root),
-        draw: [(u: uPlot) => this.drawCells(u)],
-        setCursor: [(u: uPlot) => this.describeCursor(u)],
-      },
-    };
+      series: [{scale: 'layer', show: true, stroke: 'transparent', points: {show: false}}],
+      draw: (u) => this.drawCells(u),
+      hooks: {setCursor: [(u: uPlot) => this.describeCursor(u)]},
+    });
   }
 
   /** Row centres to label: every row when they fit, else evenly thinned. */
