@@ -33,14 +33,21 @@ ROOT = Path(__file__).resolve().parent
 FRONTEND = ROOT / "frontend"
 STATIC = ROOT / "tb_health_plugin" / "static"
 BUILD_INFO = STATIC / "build-info.json"
+CONTRACT = ROOT / "tb_health_plugin" / "contract.py"  # the tab's API types are generated from it
 TAB_OUTPUTS = ("index.js", "index.css")  # what frontend/build.mjs writes into STATIC
 FRONTEND_INPUTS = ("package.json", "package-lock.json", "build.mjs", "tsconfig.json")
 
 
 def tab_sources() -> list[Path]:
-    """Every file the tab's build reads, except the dependencies npm installs from the lockfile."""
+    """Every file the tab's build reads, except the dependencies npm installs from the lockfile
+    and the API types it generates from the contract (the contract itself is a source)."""
     sources = [FRONTEND / name for name in FRONTEND_INPUTS if (FRONTEND / name).is_file()]
-    return sources + sorted(path for path in (FRONTEND / "src").rglob("*") if path.is_file())
+    sources += sorted(path for path in (FRONTEND / "scripts").rglob("*.py") if path.is_file())
+    sources.append(CONTRACT)
+    generated = FRONTEND / "src" / "generated"
+    return sources + sorted(
+        path for path in (FRONTEND / "src").rglob("*") if path.is_file() and generated not in path.parents
+    )
 
 
 def _sha256(path: Path) -> str:
