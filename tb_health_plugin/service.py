@@ -134,7 +134,7 @@ class HealthService:
         self._config_signature: tuple | None = None
         self.config_error: str | None = None
         self._roles: dict[str, tuple[tuple, RoleMap]] = {}  # run -> ((version, overrides), roles)
-        self._overview: tuple[tuple, dict[str, Any]] | None = None  # (versions and config, response)
+        self._overview: tuple | None = None  # (versions, reports and config; response; the reports)
 
     # ----- background work
 
@@ -234,13 +234,13 @@ class HealthService:
 
     def overview(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, Any]:
         """The overview: every run's summary and every job's roll-up (`views/overview.py`), plus
-        the overrides in force. Rebuilt only when a run's data version, a report's readiness or
-        the overrides changed."""
+        the overrides in force. Rebuilt only when a run's data version, its report (a pending
+        or stale one replaced) or the overrides changed."""
         reports = self.reports(budget_s)
         versions = []
         for name in sorted(reports):
-            try:
-                versions.append((name, self._reader.version(name), reports[name] is None))
+            try:  # a report is identified by its object: the cached response keeps them alive
+                versions.append((name, self._reader.version(name), id(reports[name])))
             except KeyError:
                 continue  # deleted since it was listed
         with self._lock:
@@ -264,7 +264,7 @@ class HealthService:
             runs.append(summary)
         response = {"logdir": self.logdir, "runs": runs, "jobs": overview_view.job_summaries(runs), "config": config}
         with self._lock:
-            self._overview = (key, response)
+            self._overview = (key, response, reports)
         return response
 
     def report_response(self, run: str) -> dict[str, Any]:

@@ -76,6 +76,7 @@ def test_runs_route_serves_the_roll_ups_and_rebuilds_them_only_for_new_data(tmp_
         assert service.overview() is service.overview()  # unchanged data: the cached roll-up
         write_scalars(tmp_path / "exp" / "rank_0", {"train/loss": (np.arange(300, 320), np.full(20, np.inf))})
         service.refresh_now()
+        service.overview()  # the new data with the last reports, until their analysis is done
         service.report("exp/rank_0")  # the new data analysed (the background refresher's next step)
         fresh = service.overview()
         assert fresh["jobs"][0]["steps"] == {"first": 0, "last": 319}
