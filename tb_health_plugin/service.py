@@ -257,8 +257,8 @@ class HealthService:
                 roles = self.roles(name)
             except UnknownRun:
                 continue
-            summary = overview_view.run_summary(reports[name] or overview_view.pending_report(name), roles.scalars,
-                                           data.last_wall_time or None)
+            report = reports[name] or overview_view.pending_report(name)
+            summary = overview_view.run_summary(report, roles.scalars, data.last_wall_time or None)
             summary["job"] = job_of(name)
             summary["source"] = source_format(self.logdir, name)
             runs.append(summary)
