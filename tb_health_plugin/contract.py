@@ -125,13 +125,24 @@ HISTOGRAM_PREFIXES: dict[str, str] = {
 SUMMARY_COLLECTOR_HISTOGRAM_SUFFIX = "/auto"  # SummaryCollector's `<param>/auto` weight histograms
 
 # ---------------------------------------------------------------------------------------------
-# Tags whose x axis is not the training step. MindFormers writes `<tag>_vs_samples` twins whose
-# "step" is the number of samples seen; such a tag never sets a run's step range or a role.
+# Tags whose x axis is not the training step. MindFormers' `MFLossMonitor` writes a twin of
+# each of its scalars (`loss vs samples`, `learning-rate vs samples`, `batch-size vs samples`,
+# `loss-scale vs samples`, `grad-norm vs samples`, `iteration-time vs samples`, `throughput vs
+# samples`) whose "step" is the number of samples seen; its tensorboardX writer turns the spaces
+# into `_`. Megatron-style loggers write the same names through writers that keep the spaces.
+# Such a tag never sets a run's step range, never plays a role and is served against samples.
 SAMPLES_AXIS_SUFFIX = "_vs_samples"
+SAMPLES_AXIS_SUFFIXES = (SAMPLES_AXIS_SUFFIX, " vs samples")
+STEP_AXIS, SAMPLES_AXIS = "step", "samples"  # what a series' x values count
 
 
 def is_samples_axis(tag: str) -> bool:
-    return tag.endswith(SAMPLES_AXIS_SUFFIX)
+    return tag.endswith(SAMPLES_AXIS_SUFFIXES)
+
+
+def x_axis_of(tag: str) -> str:
+    """`samples` for a tag logged against the number of samples seen, else `step`."""
+    return SAMPLES_AXIS if is_samples_axis(tag) else STEP_AXIS
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 """The Health tab's TensorBoard plugin: routes only.
 
-Each route parses its request, asks `HealthService` (readers + analysis) and responds JSON. It
-reads the logdir itself rather than TensorBoard's multiplexer, which is `None` under the Rust data
-server (`--load_fast=true`), and which keeps only a sample of each series. Routes are specified in
+Each route parses its request, asks `HealthService` (readers, analysis, roles, summaries and
+their caches) and responds JSON. Errors are raised as TensorBoard's `errors.*`
+(`InvalidArgumentError` 400, `NotFoundError` 404, `MethodNotAllowedError` 405), which
+TensorBoard's application turns into HTTP answers for every plugin alike. The plugin reads the
+logdir itself rather than TensorBoard's multiplexer, which is `None` under the Rust data server
+(`--load_fast=true`), and which keeps only a sample of each series. Routes are specified in
 `http_api.md`.
 """
 
@@ -11,19 +14,17 @@ from __future__ import annotations
 import json
 import math
 import mimetypes
-import os
-from functools import wraps
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tensorboard import errors
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_health_plugin.contract import SEVERITY_RANK, job_of
-from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
-from tb_health_plugin.roles import resolve_roles
-from tb_health_plugin.service import HealthService, UnknownRun
+from tb_health_plugin.contract import x_axis_of
+from tb_health_plugin.service import HealthService
 from tb_health_plugin.views import heatmap as heatmap_view
 from tb_health_plugin.views import series as series_view
 
@@ -32,8 +33,14 @@ TAB_NAME = "Health"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
-class BadRequest(ValueError):
-    pass
+class MethodNotAllowedError(errors.PublicError):
+    """Every route is read-only: anything but GET (or HEAD for static files) is a 405."""
+
+    http_code = 405
+
+    def __init__(self, allowed: tuple[str, ...] = ("GET",)) -> None:
+        super().__init__(f"Method not allowed: only {', '.join(allowed)} is supported")
+        self.headers.append(("Allow", ", ".join(allowed)))
 
 
 def json_body(payload: Any) -> str:
@@ -55,38 +62,20 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
-def source_format(logdir: str, run: str) -> str | None:
-    """`mindspore` when the run's folder holds MindSpore summary files (TensorBoard's own Scalars tab
-    cannot read them, so the tab suggests `tb-health convert`), `tfevents` when it holds only
-    TensorBoard event files, None when the folder cannot be listed (e.g. a remote logdir)."""
-    folder = logdir if run == "." else os.path.join(logdir, *run.split("/"))
-    try:
-        kinds = {event_file_format(name) for name in os.listdir(folder)}
-    except OSError:
-        return None
-    return MINDSPORE if MINDSPORE in kinds else TFEVENTS if TFEVENTS in kinds else None
+def _json(request, payload: Any):
+    return http_util.Respond(request, json_body(payload), "application/json")
 
 
-def _json(request, payload: Any, code: int = 200):
-    return http_util.Respond(request, json_body(payload), "application/json", code=code)
+def _read_only(handler: Callable, methods: tuple[str, ...] = ("GET",)):
+    """A WSGI app of `handler(request)` that refuses other methods (errors go to TensorBoard)."""
 
-
-def _route(handler):
-    """Turn a handler's exceptions into JSON errors with the right status code."""
-
-    @wraps(handler)
     @wrappers.Request.application
-    def wrapped(self, request):
-        if request.method != "GET":
-            return _json(request, {"error": "only GET is supported"}, 405)
-        try:
-            return handler(self, request)
-        except UnknownRun as error:
-            return _json(request, {"error": f"unknown run: {error.args[0]}"}, 404)
-        except BadRequest as error:
-            return _json(request, {"error": str(error)}, 400)
+    def app(request):
+        if request.method not in methods:
+            raise MethodNotAllowedError(methods)
+        return handler(request)
 
-    return wrapped
+    return app
 
 
 def _int_arg(request, name: str, default: int | None, low: int | None = None, high: int | None = None):
@@ -96,36 +85,17 @@ def _int_arg(request, name: str, default: int | None, low: int | None = None, hi
     try:
         value = int(raw)
     except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
+        raise errors.InvalidArgumentError(f"{name} must be an integer, got {raw!r}") from None
     if (low is not None and value < low) or (high is not None and value > high):
-        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+        raise errors.InvalidArgumentError(f"{name} must be between {low} and {high}, got {value}")
     return value
 
 
 def _required(request, name: str) -> str:
     value = request.args.get(name)
     if value is None or value == "":
-        raise BadRequest(f"missing parameter: {name}")
+        raise errors.InvalidArgumentError(f"missing parameter: {name}")
     return value
-
-
-def run_summary(report: dict[str, Any], signals: dict[str, str], last_update: float | None) -> dict[str, Any]:
-    findings = report["findings"]
-    counts = {severity: 0 for severity in SEVERITY_RANK}
-    for finding in findings:
-        counts[finding["severity"]] += 1
-    alarms = [f for f in findings if f["severity"] != "info"]  # info is context, never "worst"
-    worst = max(alarms, key=lambda f: (SEVERITY_RANK[f["severity"]], -f["step"]), default=None)
-    return {
-        "run": report["run"],
-        "status": report["status"],
-        "counts": counts,
-        "worst": {k: worst[k] for k in ("kind", "severity", "step", "message")} if worst else None,
-        "kinds": sorted({f["kind"] for f in findings}),
-        "steps": report["steps"],
-        "last_update": last_update,
-        "signals": signals,
-    }
 
 
 class HealthPlugin(base_plugin.TBPlugin):
@@ -143,69 +113,46 @@ class HealthPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME)
 
     def get_plugin_apps(self):
-        apps = {
+        routes = {
             "/runs": self._serve_runs,
             "/report": self._serve_report,
             "/tags": self._serve_tags,
             "/series": self._serve_series,
             "/heatmap": self._serve_heatmap,
         }
+        apps = {path: _read_only(handler) for path, handler in routes.items()}
         if STATIC_DIR.is_dir():
             for path in STATIC_DIR.iterdir():
                 if path.is_file():
-                    apps["/" + path.name] = self._static_file(path)
+                    apps["/" + path.name] = _read_only(self._static_file(path), ("GET", "HEAD"))
         return apps
 
-    def _static_file(self, path: Path):
+    @staticmethod
+    def _static_file(path: Path):
         content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         if path.suffix == ".js":
             content_type = "application/javascript"
-
-        @wrappers.Request.application
-        def serve(request):
-            if request.method not in ("GET", "HEAD"):
-                return _json(request, {"error": "only GET is supported"}, 405)
-            return http_util.Respond(request, path.read_bytes(), content_type)
-
-        return serve
+        return lambda request: http_util.Respond(request, path.read_bytes(), content_type)
 
     def _require_service(self) -> HealthService:
         if self._service is None:
-            raise BadRequest("TensorBoard was started without --logdir; the Health tab needs one")
+            raise errors.InvalidArgumentError("TensorBoard was started without --logdir; the Health tab needs one")
         return self._service
 
-    @_route
     def _serve_runs(self, request):
         if self._service is None:
-            return _json(request, {"logdir": "", "runs": []})
+            return _json(request, {"logdir": "", "runs": [], "jobs": [], "config": None})
+        return _json(request, self._service.overview())
 
-        reports = self._service.reports()
-        runs = []
-        for name in sorted(reports):
-            try:
-                data = self._service.run_data(name)
-            except UnknownRun:
-                continue  # deleted since it was listed
-            roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
-            report = reports[name] or {"run": name, "status": "pending", "steps": None, "findings": []}
-            summary = run_summary(report, roles.scalars, data.last_wall_time or None)
-            summary["job"] = job_of(name)
-            summary["source"] = source_format(self._logdir, name)
-            runs.append(summary)
-        return _json(request, {"logdir": self._logdir, "runs": runs})
-
-    @_route
     def _serve_report(self, request):
         service = self._require_service()
-        run = _required(request, "run")
-        return _json(request, {"version": 1, "logdir": self._logdir, "runs": [service.report(run)]})
+        return _json(request, service.report_response(_required(request, "run")))
 
-    @_route
     def _serve_tags(self, request):
         service = self._require_service()
         run = _required(request, "run")
         data = service.run_data(run)
-        roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
+        roles = service.roles(run)
         return _json(
             request,
             {
@@ -214,10 +161,10 @@ class HealthPlugin(base_plugin.TBPlugin):
                 "histograms": sorted(data.histograms),
                 "signals": roles.scalars,
                 "per_parameter": roles.per_parameter,
+                "samples_axis": sorted(tag for tag in data.scalars if x_axis_of(tag) != "step"),
             },
         )
 
-    @_route
     def _serve_series(self, request):
         service = self._require_service()
         run = _required(request, "run")
@@ -227,12 +174,11 @@ class HealthPlugin(base_plugin.TBPlugin):
         end = _int_arg(request, "end", None)
         data = service.run_data(run)
         if tag not in data.scalars:
-            return _json(request, {"error": f"unknown tag for run {run}: {tag}"}, 404)
-        payload = {"run": run, "tag": tag}
+            raise errors.NotFoundError(f"unknown tag for run {run}: {tag}")
+        payload = {"run": run, "tag": tag, "x_axis": x_axis_of(tag)}
         payload.update(series_view.envelope(data.scalars[tag], width, start, end))
         return _json(request, payload)
 
-    @_route
     def _serve_heatmap(self, request):
         service = self._require_service()
         run = _required(request, "run")
@@ -241,9 +187,9 @@ class HealthPlugin(base_plugin.TBPlugin):
         end = _int_arg(request, "end", None)
 
         def render(data) -> str:
-            roles = resolve_roles(data.scalars.keys(), data.histograms.keys())
             per_param = {
-                param: (tag, data.scalars[tag]) for param, tag in roles.per_parameter.get("param_grad_norm", {}).items()
+                param: (tag, data.scalars[tag])
+                for param, tag in service.roles(run).per_parameter.get("param_grad_norm", {}).items()
             }
             payload = {"run": run}
             payload.update(heatmap_view.heatmap(per_param, width, start, end))

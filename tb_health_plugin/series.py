@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tb_health_plugin.contract import is_samples_axis
+
 
 @dataclass(frozen=True)
 class ScalarSeries:
@@ -99,9 +101,11 @@ class RunData:
     notes: list[ReadNote] = field(default_factory=list)
 
     def step_range(self) -> tuple[int, int] | None:
-        """First and last logged step over every scalar series, or None without data."""
-        firsts = [int(s.steps[0]) for s in self.scalars.values() if len(s)]
-        lasts = [int(s.steps[-1]) for s in self.scalars.values() if len(s)]
+        """First and last logged step over every scalar series on the step axis, or None without
+        data (a `loss vs samples` twin counts samples, not steps: `contract.is_samples_axis`)."""
+        on_steps = [s for tag, s in self.scalars.items() if len(s) and not is_samples_axis(tag)]
+        firsts = [int(s.steps[0]) for s in on_steps]
+        lasts = [int(s.steps[-1]) for s in on_steps]
         if not firsts:
             return None
         return min(firsts), max(lasts)

@@ -5,21 +5,38 @@ background thread (started by the first request) reads what was appended every
 `refresh_interval_s` and re-analyses only the analysis units whose data changed (a unit is a run,
 or every rank of a job, since cross-rank checks compare the ranks). A unit is analysed under its
 own lock, so a slow analysis delays only the requests that need that unit's report.
+
+What the routes answer is decided here, cached per data version: the role of each tag (with
+the logdir's `tb-health.toml` overrides, the same the CLI reads), each run's summary and each
+job's roll-up for the overview, the versioned report. Unknown runs raise TensorBoard's
+`errors.NotFoundError`, which TensorBoard's application turns into a 404.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from tensorboard import errors
+
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.contract import job_of
+from tb_health_plugin.logdir_config import (
+    LogdirConfig,
+    LogdirConfigError,
+    config_signature,
+    load_logdir_config,
+)
 from tb_health_plugin.readers import LogdirReader
+from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
+from tb_health_plugin.roles import RoleMap, resolve_roles
 from tb_health_plugin.series import RunData
+from tb_health_plugin.views import overview as overview_view
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +49,24 @@ VIEW_CACHE_BYTES = 32 << 20  # rendered views kept: several 5 MB heatmaps (100k 
 VIEW_CACHE_ENTRIES = 64  # and at most this many, whatever their size
 
 
-class UnknownRun(KeyError):
-    pass
+class UnknownRun(errors.NotFoundError):
+    """A run the logdir does not have (any more); TensorBoard answers 404."""
+
+    def __init__(self, run: str) -> None:
+        super().__init__(f"unknown run: {run}")
+        self.run = run
+
+
+def source_format(logdir: str, run: str) -> str | None:
+    """`mindspore` when the run's folder holds MindSpore summary files (TensorBoard's own Scalars tab
+    cannot read them, so the tab suggests `tb-health convert`), `tfevents` when it holds only
+    TensorBoard event files, None when the folder cannot be listed (e.g. a remote logdir)."""
+    folder = logdir if run == "." else os.path.join(logdir, *run.split("/"))
+    try:
+        kinds = {event_file_format(name) for name in os.listdir(folder)}
+    except OSError:
+        return None
+    return MINDSPORE if MINDSPORE in kinds else TFEVENTS if TFEVENTS in kinds else None
 
 
 class ViewCache:
@@ -97,6 +130,11 @@ class HealthService:
         self._first_refresh = threading.Event()
         self.refresh_count = 0
         self.analysis_count = 0  # units analysed since start: unchanged logs add nothing
+        self._config = LogdirConfig()  # the logdir's tb-health.toml, re-read when it changes
+        self._config_signature: tuple | None = None
+        self.config_error: str | None = None
+        self._roles: dict[str, tuple[tuple, RoleMap]] = {}  # run -> ((version, overrides), roles)
+        self._overview: tuple | None = None  # (versions, reports and config; response; the reports)
 
     # ----- background work
 
@@ -125,8 +163,29 @@ class HealthService:
             self._stop.wait(self.refresh_interval_s)
 
     def refresh_now(self) -> None:
+        self._reload_config()
         self._reader.refresh()
         self.refresh_count += 1
+
+    def _reload_config(self) -> None:
+        signature = config_signature(self.logdir)
+        if self.refresh_count and signature == self._config_signature:
+            return
+        try:
+            config, error = load_logdir_config(self.logdir), None
+        except LogdirConfigError as problem:  # analysed without overrides; `runs` says why
+            config, error = LogdirConfig(), str(problem)
+            logger.warning("tb-health: %s", problem)
+        with self._lock:
+            self._config, self._config_signature, self.config_error = config, signature, error
+
+    def tag_overrides(self) -> dict[str, str]:
+        """Role -> tag from the logdir's `tb-health.toml` (what `tb-health check --tag` also takes)."""
+        with self._lock:
+            return dict(self._config.tags)
+
+    def _overrides_key(self) -> tuple:
+        return tuple(sorted(self.tag_overrides().items()))
 
     def _ready(self) -> None:
         self.start()
@@ -151,13 +210,71 @@ class HealthService:
         except KeyError:
             raise UnknownRun(run) from None
 
+    def _version(self, run: str) -> int:
+        try:
+            return self._reader.version(run)
+        except KeyError:
+            raise UnknownRun(run) from None
+
+    def roles(self, run: str) -> RoleMap:
+        """Which tag plays which role in `run`, with the logdir's overrides; cached per data version."""
+        self._ready()
+        key = (self._version(run), self._overrides_key())
+        with self._lock:
+            cached = self._roles.get(run)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        data = self.run_data(run)
+        roles = resolve_roles(data.scalars.keys(), data.histograms.keys(), dict(key[1]))
+        with self._lock:
+            self._roles[run] = (key, roles)
+            for gone in set(self._roles) - set(self._reader.run_names()):
+                del self._roles[gone]
+        return roles
+
+    def overview(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, Any]:
+        """The overview: every run's summary and every job's roll-up (`views/overview.py`), plus
+        the overrides in force. Rebuilt only when a run's data version, its report (a pending
+        or stale one replaced) or the overrides changed."""
+        reports = self.reports(budget_s)
+        versions = []
+        for name in sorted(reports):
+            try:  # a report is identified by its object: the cached response keeps them alive
+                versions.append((name, self._reader.version(name), id(reports[name])))
+            except KeyError:
+                continue  # deleted since it was listed
+        with self._lock:
+            config = {"file": self._config.path and os.path.basename(self._config.path),
+                      "tags": dict(self._config.tags), "error": self.config_error}
+        key = (tuple(versions), repr(config))
+        with self._lock:
+            if self._overview is not None and self._overview[0] == key:
+                return self._overview[1]
+        runs = []
+        for name, _, _ in versions:
+            try:
+                data = self.run_data(name)
+                roles = self.roles(name)
+            except UnknownRun:
+                continue
+            report = reports[name] or overview_view.pending_report(name)
+            summary = overview_view.run_summary(report, roles.scalars, data.last_wall_time or None)
+            summary["job"] = job_of(name)
+            summary["source"] = source_format(self.logdir, name)
+            runs.append(summary)
+        response = {"logdir": self.logdir, "runs": runs, "jobs": overview_view.job_summaries(runs), "config": config}
+        with self._lock:
+            self._overview = (key, response, reports)
+        return response
+
+    def report_response(self, run: str) -> dict[str, Any]:
+        """The versioned report holding just `run` (`http_api.md`, `report`)."""
+        return engine.logdir_report(self.logdir, [self.report(run)])
+
     def view(self, run: str, view: str, params: tuple, render: Callable[[RunData], str]) -> str:
         """`render(run data)` (a response body), cached for the run's data version (`ViewCache`)."""
         self._ready()
-        try:
-            version = self._reader.version(run)
-        except KeyError:
-            raise UnknownRun(run) from None
+        version = self._version(run)
         key = (run, view, params)
         with self._lock:
             cached = self._views.get(key, version)
@@ -220,8 +337,9 @@ class HealthService:
 
     def _unit_reports(self, members: list[str]) -> dict[str, dict[str, Any]]:
         with self._unit_lock(unit_of(members[0])):
+            overrides = self._overrides_key()
             try:
-                key = tuple((name, self._reader.version(name)) for name in members)
+                key = (tuple((name, self._reader.version(name)) for name in members), overrides)
             except KeyError as gone:  # a run vanished since it was listed
                 raise UnknownRun(gone.args[0]) from None
             with self._lock:
@@ -229,7 +347,7 @@ class HealthService:
             if all(c is not None and c[0] == key for c in cached):
                 return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
-            fresh = engine.analyze_runs(runs)
+            fresh = engine.analyze_runs(runs, dict(overrides))
             with self._lock:
                 self.analysis_count += 1
                 for name, report in zip(members, fresh, strict=True):

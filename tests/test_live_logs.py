@@ -78,6 +78,8 @@ class Plugin:
         response = self.client.get(path)
         text = response.get_data(as_text=True)
         assert response.status_code == expect, f"{path}: {response.status_code} {text[:300]}"
+        if expect >= 400:  # TensorBoard's answer to a tensorboard.errors.* raised by the route: plain text
+            return {"error": text}
         return strict_json(text)
 
     def settle(self) -> None:

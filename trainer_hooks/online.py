@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tb_health_plugin.contract import SEVERITY_RANK
+from tb_health_plugin.resume import surviving_points
 
 logger = logging.getLogger(__name__)
 
@@ -183,17 +184,16 @@ class OnlineAnalyzer:
             self._executor = None
 
     def run_data(self):
-        """A `RunData` snapshot of everything recorded (later writes of a step win)."""
+        """A `RunData` snapshot of everything recorded, resumes resolved as the readers do
+        (`tb_health_plugin/resume.py`)."""
         from tb_health_plugin.series import RunData, ScalarSeries
 
         run = RunData(name=self.run_name)
         with self._lock:
             snapshot = {tag: series.arrays() for tag, series in self._scalars.items()}
         for tag, (steps, values, wall_times) in snapshot.items():
-            # keep the last write of each step, steps ascending (a resume may repeat steps)
-            reversed_unique, index = np.unique(steps[::-1], return_index=True)
-            keep = len(steps) - 1 - index
-            run.scalars[tag] = ScalarSeries(reversed_unique, wall_times[keep], values[keep])
+            keep = surviving_points(steps)  # the readers' resume rule: the later write wins
+            run.scalars[tag] = ScalarSeries(steps[keep], wall_times[keep], values[keep])
             if wall_times.size:
                 run.last_wall_time = max(run.last_wall_time, float(wall_times[-1]))
         return run

@@ -31,9 +31,17 @@ export interface RunSummary {
   source?: 'tfevents' | 'mindspore' | null;
 }
 
+/** A job's roll-up over its ranks (jobs of two ranks or more), computed by the server. */
+export interface JobSummary extends RunSummary {
+  ranks: string[];
+}
+
 export interface RunsResponse {
   logdir: string;
   runs: RunSummary[];
+  jobs: JobSummary[];
+  /** The logdir's tb-health.toml, as the CLI reads it too. */
+  config: {file: string | null; tags: Record<string, string>; error: string | null} | null;
 }
 
 export interface RunReport {
@@ -68,6 +76,8 @@ export interface SeriesResponse {
   mean: (number | null)[];
   nonfinite: {step: number; value: string}[];
   nonfinite_total?: number;
+  /** What `steps` count: training steps, or samples seen for MindFormers' `... vs samples` tags. */
+  x_axis?: 'step' | 'samples';
   /** Wall time (s) of each bucket's first point, and of the series' first point. */
   wall_times?: number[];
   first_wall_time?: number | null;
@@ -106,13 +116,9 @@ async function getJson<T>(route: string, params: Record<string, string | number 
   }
   const response = await fetch(url, {signal, headers: {Accept: 'application/json'}});
   if (!response.ok) {
-    let message = `${response.status} ${response.statusText}`;
-    try {
-      const body = await response.json();
-      if (body && typeof body.error === 'string') message = body.error;
-    } catch {
-      // keep the status line
-    }
+    // TensorBoard answers a plugin's errors with their message as plain text
+    const text = (await response.text().catch(() => '')).trim();
+    const message = text || `${response.status} ${response.statusText}`;
     throw new HttpError(response.status, message);
   }
   return (await response.json()) as T;

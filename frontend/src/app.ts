@@ -93,7 +93,7 @@ export class App {
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
-      this.overview.update(this.runs, response.logdir);
+      this.overview.update(this.runs, response.logdir, response.jobs);
       this.runView.setRuns(this.runs);
       this.runView.logdir = response.logdir;
       await this.showActiveView();

@@ -1,7 +1,7 @@
 // Every run with its verdict, finding counts, worst finding, last step and last update:
 // sortable, filterable by status, kind and name, with the ranks of one job grouped.
 
-import type {RunSummary, Severity} from './api';
+import type {JobSummary, RunSummary, Severity} from './api';
 import {el} from './dom';
 import {ageSeconds, formatStep, visibleName} from './format';
 import {findingTextZh} from './findingsZh';
@@ -23,34 +23,6 @@ export interface OverviewActions {
   openRun(run: string): void;
   openCompare(): void;
   changed(): void;
-}
-
-function worstOf(runs: RunSummary[]): RunSummary['worst'] {
-  let worst: RunSummary['worst'] = null;
-  for (const run of runs) {
-    if (run.worst && (!worst || SEVERITY_RANK[run.worst.severity] > SEVERITY_RANK[worst.severity])) worst = run.worst;
-  }
-  return worst;
-}
-
-function aggregateJob(job: string, members: RunSummary[]): RunSummary {
-  const counts = {info: 0, warning: 0, critical: 0} as Record<Severity, number>;
-  for (const m of members) for (const s of ['info', 'warning', 'critical'] as Severity[]) counts[s] += m.counts?.[s] ?? 0;
-  const status = members.reduce((a, m) => (STATUS_RANK[m.status] > STATUS_RANK[a] ? m.status : a), 'no_data' as RunSummary['status']);
-  const lasts = members.map((m) => m.steps?.last).filter((s): s is number => s !== undefined);
-  const firsts = members.map((m) => m.steps?.first).filter((s): s is number => s !== undefined);
-  const updates = members.map((m) => m.last_update).filter((u): u is number => u !== null && u !== undefined);
-  return {
-    run: job,
-    job,
-    status,
-    counts,
-    worst: worstOf(members),
-    kinds: [...new Set(members.flatMap((m) => m.kinds ?? []))],
-    steps: lasts.length ? {first: Math.min(...firsts), last: Math.max(...lasts)} : null,
-    last_update: updates.length ? Math.max(...updates) : null,
-    signals: {},
-  };
 }
 
 function sortValue(run: RunSummary, key: SortKey): number | string {
@@ -117,6 +89,8 @@ export function convertHint(runs: number, logdir: string): HTMLElement[] {
 export class Overview {
   readonly root: HTMLElement;
   private runs: RunSummary[] = [];
+  /** The server's roll-up of each job of two ranks or more, by job name. */
+  private jobs = new Map<string, JobSummary>();
   private loaded = false;
   private readonly tbody = el('tbody');
   private readonly statusSelect = el('select', {class: 'input'});
@@ -195,9 +169,10 @@ export class Overview {
   /** The logdir, for the `tb-health convert` command line. */
   logdir = '';
 
-  update(runs: RunSummary[], logdir = ''): void {
+  update(runs: RunSummary[], logdir = '', jobs: JobSummary[] = []): void {
     this.logdir = logdir;
     this.runs = runs;
+    this.jobs = new Map(jobs.map((job) => [job.job as string, job]));
     this.loaded = true;
     const known = new Set(runs.map((r) => r.run));
     for (const run of [...this.state.compare]) if (!known.has(run)) this.state.compare.delete(run);
@@ -242,14 +217,12 @@ export class Overview {
   private entries(): Entry[] {
     const byJob = new Map<string, RunSummary[]>();
     const entries: Entry[] = [];
-    // a job of one rank is just a run: a group row over it would only repeat it
-    const ranks = new Map<string, number>();
-    for (const run of this.runs) if (run.job) ranks.set(run.job, (ranks.get(run.job) ?? 0) + 1);
+    // the server rolls up jobs of two ranks or more; a job of one rank is just a run
     for (const run of this.runs.filter((r) => this.matches(r))) {
-      if (!run.job || (ranks.get(run.job) ?? 0) < 2) entries.push({job: null, members: [run], aggregate: run});
+      if (!run.job || !this.jobs.has(run.job)) entries.push({job: null, members: [run], aggregate: run});
       else byJob.set(run.job, [...(byJob.get(run.job) ?? []), run]);
     }
-    for (const [job, members] of byJob) entries.push({job, members, aggregate: aggregateJob(job, members)});
+    for (const [job, members] of byJob) entries.push({job, members, aggregate: this.jobs.get(job) as JobSummary});
     const order = compareBy(this.state.sort.key, this.state.sort.descending);
     entries.sort((a, b) => order(a.aggregate, b.aggregate));
     for (const entry of entries) entry.members.sort(order);

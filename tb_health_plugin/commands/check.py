@@ -19,13 +19,14 @@ from typing import Any, TextIO
 from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
 from tb_health_plugin.commands.messages import printable, read_problems, say
 from tb_health_plugin.contract import SCALAR_SPELLINGS, SEVERITY_RANK, is_samples_axis
+from tb_health_plugin.logdir_config import CONFIG_FILE, LogdirConfigError, load_logdir_config
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_UNREADABLE = 2  # part of LOGDIR could not be read: the report covers only the rest
 PROG = "tb-health check"
 EXIT_CODES_HELP = (
     "exit codes: 0 no finding reaches --fail-on; 1 one does; 2 usage error, LOGDIR unreadable or "
-    "without event files, a --tag naming a tag no run has, a file or folder under LOGDIR that "
+    f"without event files, a --tag naming a tag no run has, a {CONFIG_FILE} that cannot be used, a file or folder under LOGDIR that "
     "could not be read (the report covers the rest) or a report that could not be written; "
     "130 interrupted (Ctrl-C); 141 stdout closed before the report was written (e.g. | head)."
 )
@@ -55,7 +56,8 @@ def register(subparsers) -> None:
         default=[],
         metavar="ROLE=TAG",
         help="use TAG for ROLE instead of the usual spellings, e.g. --tag loss=my/loss "
-        f"(roles: {', '.join(SCALAR_SPELLINGS)}); repeatable",
+        f"(roles: {', '.join(SCALAR_SPELLINGS)}); repeatable; overrides the [tags] of LOGDIR/{CONFIG_FILE}, "
+        "which the Health tab reads too",
     )
     parser.add_argument(
         "--progress",
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     with read_problems(PROG) as problems:
         try:
             report = check_logdir(args.logdir, overrides, progress)
-        except MissingTagError as error:
+        except (MissingTagError, LogdirConfigError) as error:
             say(PROG, str(error))
             return EXIT_USAGE
     if not report["runs"]:
@@ -129,30 +131,38 @@ def logdir_problem(logdir: str) -> str | None:
 
 
 def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None) -> dict:
-    """The contract report for every run under `logdir`."""
+    """The contract report for every run under `logdir`, with the tag overrides of its
+    `tb-health.toml` (as the Health tab uses them) replaced role by role by `overrides`
+    (`--tag`); `LogdirConfigError` when that file cannot be used."""
     from tb_health_plugin.readers import read_logdir  # the readers pull in protobuf: import on use
 
     progress = progress or Progress(sys.stderr, show=False)
+    from_file = load_logdir_config(logdir).tags
     progress.say(f"reading {logdir} ...")
     started = time.perf_counter()
     runs = read_logdir(logdir)
     check_overrides_present(runs, overrides or {}, progress)
+    check_overrides_present(runs, {r: t for r, t in from_file.items() if r not in (overrides or {})}, progress,
+                            source=CONFIG_FILE)
+    overrides = {**from_file, **(overrides or {})}
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
     reports = analyze_runs(runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"))
     return logdir_report(logdir, reports)
 
 
-def check_overrides_present(runs, overrides: dict[str, str], progress: Progress) -> None:
-    """Raise `MissingTagError` for an override whose tag no run has (its role's checks would be
-    dropped without a word); say which runs lack it when only some do."""
+def check_overrides_present(runs, overrides: dict[str, str], progress: Progress, source: str = "") -> None:
+    """Raise `MissingTagError` for a `--tag` whose tag no run has (its role's checks would be
+    dropped without a word); say which runs lack it when only some do. An entry of the logdir's
+    `tb-health.toml` (`source`) is only warned about: the tab, reading the same file, goes on."""
     for role, tag in overrides.items():
         lacking = [run.name for run in runs if tag not in run.scalars or is_samples_axis(tag)]
-        if runs and len(lacking) == len(runs):
-            raise MissingTagError(f"--tag {role}={tag}: no run has a scalar tag {tag!r}; "
+        where = f"{source} [tags] {role} = {tag!r}" if source else f"--tag {role}={tag}"
+        if runs and len(lacking) == len(runs) and not source:
+            raise MissingTagError(f"{where}: no run has a scalar tag {tag!r}; "
                                   f"the {role} checks would be skipped")
         if lacking:
-            progress.warn(f"--tag {role}={tag}: {len(lacking)} of {len(runs)} runs lack {tag!r} "
+            progress.warn(f"{where}: {len(lacking)} of {len(runs)} runs lack {tag!r} "
                           f"(e.g. {lacking[0]}); their {role} checks are skipped")
 
 

@@ -6,7 +6,8 @@ rule for scalars and histograms, applied in batches with numpy (text is an event
 - a step equal to the previous one replaces it (MindSpore writes the epoch-end step twice);
 - a step below the previous one is a resume from an earlier checkpoint: every point already
   held at or after that step is dropped (the later write wins) and a `Backtrack` is recorded.
-Equivalently: a point survives iff no later point of the tag has a step at or below its own.
+Equivalently: a point survives iff no later point of the tag has a step at or below its own
+(`tb_health_plugin/resume.py`, the rule the hooks' online analysis applies too).
 
 Columns grow geometrically; truncation allocates a fresh buffer instead of overwriting, so the
 read-only views handed out in snapshots never change under their holders.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_health_plugin.resume import surviving_points
 from tb_health_plugin.series import Backtrack, HistogramSeries, ScalarSeries, TextSeries
 
 _MIN_CAPACITY = 16
@@ -51,16 +53,6 @@ class GrowableColumn:
     @property
     def nbytes(self) -> int:
         return int(self._data.nbytes)
-
-
-def surviving_points(steps: np.ndarray) -> np.ndarray:
-    """Mask of the points no later point overrides (a later step at or below theirs)."""
-    if steps.shape[0] == 0:
-        return np.zeros(0, dtype=bool)
-    later_min = np.minimum.accumulate(steps[::-1])[::-1]
-    keep = np.ones(steps.shape[0], dtype=bool)
-    keep[:-1] = steps[:-1] < later_min[1:]
-    return keep
 
 
 class _SeriesBuilder:
