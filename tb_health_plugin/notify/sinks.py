@@ -18,7 +18,6 @@ import json
 import os
 import smtplib
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -27,6 +26,11 @@ from email.message import EmailMessage
 from typing import Any
 
 from tb_health_plugin.notify import formats
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from tb_health_plugin.notify.formats import Message
 
 SINK_KINDS = ("webhook", "dingtalk", "feishu", "wecom", "slack", "email")
