@@ -43,6 +43,8 @@ class MethodNotAllowedError(errors.PublicError):
         self.headers.append(("Allow", ", ".join(allowed)))
 
 
+EXPORT_TYPES = {"html": "text/html", "md": "text/markdown"}  # /export formats and their types
+
 def json_body(payload: Any) -> str:
     """Strict JSON; should a non-finite number hide anywhere (a wall time of `inf` in a log, an
     evidence value), it is sent as null instead of failing the whole response."""
@@ -119,6 +121,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "/tags": self._serve_tags,
             "/series": self._serve_series,
             "/heatmap": self._serve_heatmap,
+            "/export": self._serve_export,
         }
         apps = {path: _read_only(handler) for path, handler in routes.items()}
         if STATIC_DIR.is_dir():
@@ -178,6 +181,23 @@ class HealthPlugin(base_plugin.TBPlugin):
         payload = {"run": run, "tag": tag, "x_axis": x_axis_of(tag)}
         payload.update(series_view.envelope(data.scalars[tag], width, start, end))
         return _json(request, payload)
+
+    def _serve_export(self, request):
+        """The health report of the runs named (`run`, repeated) as one self-contained file."""
+        service = self._require_service()
+        runs = [run for run in request.args.getlist("run") if run]
+        if not runs:
+            raise errors.InvalidArgumentError("missing parameter: run")
+        output_format = request.args.get("format", "html")
+        lang = request.args.get("lang", "en")
+        if output_format not in EXPORT_TYPES:
+            raise errors.InvalidArgumentError(f"format must be one of {', '.join(EXPORT_TYPES)}")
+        if lang not in ("en", "zh"):
+            raise errors.InvalidArgumentError("lang must be en or zh")
+        body = service.health_report(runs, lang, output_format)
+        response = http_util.Respond(request, body, EXPORT_TYPES[output_format])
+        response.headers["Content-Disposition"] = f'attachment; filename="tb-health-report.{output_format}"'
+        return response
 
     def _serve_heatmap(self, request):
         service = self._require_service()

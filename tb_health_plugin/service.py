@@ -316,6 +316,16 @@ class HealthService:
                     out[name] = cached[1] if cached else None
         return out
 
+    def health_report(self, runs: list[str], lang: str, output_format: str) -> str:
+        """The self-contained health report (`tb-health report`) of `runs`; UnknownRun for a
+        run the logdir does not have."""
+        from tb_health_plugin.report.document import build_report
+        from tb_health_plugin.report.render import render_html, render_markdown
+
+        analysed = {"runs": [self.report(run) for run in runs]}
+        document = build_report(self.logdir, self._reader, analysed, lang, runs)
+        return render_html(document) if output_format == "html" else render_markdown(document)
+
     def report(self, run: str) -> dict[str, Any]:
         names = self.run_names()
         if run not in names:

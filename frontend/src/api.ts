@@ -100,6 +100,15 @@ export interface Range {
 
 const BASE = new URL('./', import.meta.url);
 
+/** The health report (one self-contained HTML file) of `runs`, as `tb-health report` writes it. */
+export function exportUrl(runs: string[], lang: string, format: 'html' | 'md' = 'html'): string {
+  const url = new URL('export', BASE);
+  url.searchParams.set('format', format);
+  url.searchParams.set('lang', lang);
+  for (const run of runs) url.searchParams.append('run', run);
+  return url.toString();
+}
+
 export class HttpError extends Error {
   constructor(
     readonly status: number,

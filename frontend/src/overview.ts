@@ -1,6 +1,7 @@
 // Every run with its verdict, finding counts, worst finding, last step and last update:
 // sortable, filterable by status, kind and name, with the ranks of one job grouped.
 
+import {exportUrl} from './api';
 import type {JobSummary, RunSummary, Severity} from './api';
 import {el} from './dom';
 import {ageSeconds, formatStep, visibleName} from './format';
@@ -97,6 +98,7 @@ export class Overview {
   private readonly kindSelect = el('select', {class: 'input'});
   private readonly nameInput = el('input', {class: 'input name-filter', attrs: {type: 'search'}});
   private readonly compareButton = el('button', {class: 'btn primary', attrs: {type: 'button'}});
+  private readonly reportLink = el('a', {class: 'btn report-link', attrs: {download: '', target: '_blank'}});
   private readonly message = el('p', {class: 'empty'});
   private readonly convertHint = el('div', {class: 'convert-hint', attrs: {hidden: ''}});
   private readonly headCells = new Map<SortKey, HTMLElement>();
@@ -138,7 +140,7 @@ export class Overview {
       this.sortHeader('last_update', 'colUpdated', 'num'),
     ]);
     this.root = el('div', {class: 'overview'}, [
-      el('div', {class: 'toolbar'}, [this.nameInput, this.statusSelect, this.kindSelect, el('span', {class: 'spacer'}), this.compareButton]),
+      el('div', {class: 'toolbar'}, [this.nameInput, this.statusSelect, this.kindSelect, el('span', {class: 'spacer'}), this.reportLink, this.compareButton]),
       this.convertHint,
       el('table', {class: 'runs-table'}, [el('thead', {}, [head]), this.tbody]),
       this.message,
@@ -185,6 +187,8 @@ export class Overview {
     this.nameInput.setAttribute('aria-label', t('filterName'));
     this.statusSelect.setAttribute('aria-label', t('colStatus'));
     this.kindSelect.setAttribute('aria-label', t('allKinds'));
+    this.reportLink.textContent = t('report');
+    setTip(this.reportLink, t('reportTitle'));
     this.renderStatusOptions();
     this.renderKindOptions();
     this.renderRows();
@@ -247,6 +251,10 @@ export class Overview {
       if (!collapsed) for (const member of entry.members) rows.push(this.runRow(member, true));
     }
     this.tbody.replaceChildren(...rows);
+    // the report covers the runs on screen (the filters applied), in the tab's language
+    const shown = this.runs.filter((r) => this.matches(r)).map((r) => r.run);
+    this.reportLink.hidden = shown.length === 0;
+    this.reportLink.setAttribute('href', exportUrl(shown, lang()));
     const mindspore = this.runs.filter((r) => r.source === 'mindspore').length;
     this.convertHint.hidden = mindspore === 0;
     if (mindspore) this.convertHint.replaceChildren(...convertHint(mindspore, this.logdir));

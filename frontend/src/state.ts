@@ -35,7 +35,24 @@ export function loadState(): AppState {
   } catch {
     // storage blocked or corrupt: start fresh
   }
+  const linked = linkedRun();
+  if (linked) {
+    state.view = 'run';
+    state.run = linked;
+  }
   return state;
+}
+
+// A link to one run (`http://host:6006/#health&run=<run>`, as notifications and reports send it):
+// TensorBoard keeps the page's hash, the tab reads it from the top page (same origin).
+export function linkedRun(): string | null {
+  try {
+    const hash = (window.parent !== window ? window.parent.location.hash : window.location.hash).replace(/^#/, '');
+    const run = new URLSearchParams(hash).get('run');
+    return run && run.length ? run : null;
+  } catch {
+    return null; // another origin, or no hash
+  }
 }
 
 export function saveState(state: AppState): void {

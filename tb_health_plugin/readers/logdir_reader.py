@@ -408,6 +408,12 @@ class LogdirReader:
         with state.lock:
             return state.version
 
+    def files_read(self, name: str) -> list[tuple[str, int]]:
+        """(path, bytes read so far) of each event file of a run, for reports of what was read."""
+        state = self._state(name)
+        with state.lock:
+            return [(path, file_state.offset) for path, file_state in sorted(state.files.items())]
+
     def memory_bytes(self) -> int:
         """Bytes held by the columnar buffers of every run (capacity, not just the used part)."""
         with self._runs_lock:

@@ -1,0 +1,93 @@
+"""`tb-health report LOGDIR -o report.html`: one self-contained health report to keep or send.
+
+The format follows the output's extension (`.html`, `.md`), or `--format`. The file needs
+nothing else to be read: no script, no network, charts inline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tb_health_plugin.commands.check import logdir_problem, parse_tag_overrides
+from tb_health_plugin.commands.messages import read_problems, say
+from tb_health_plugin.logdir_config import LogdirConfigError, load_logdir_config
+
+PROG = "tb-health report"
+EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 2, 2
+FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML or Markdown health report of every run under LOGDIR",
+        description="Write every run's verdict, each finding with its evidence and a chart around its step, "
+        "the configuration as logged and what was read, into one file that needs nothing else.",
+        epilog="exit codes: 0 written; 2 usage error, LOGDIR unreadable or without event files, or the "
+        "output could not be written.",
+    )
+    parser.add_argument("logdir", metavar="LOGDIR")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="report file (.html or .md); - for stdout")
+    parser.add_argument("--format", choices=("html", "md"), help="default: from the output's extension")
+    parser.add_argument("--lang", choices=("en", "zh"), help="language (default: from the locale)")
+    parser.add_argument("--run", action="append", default=None, metavar="RUN", help="only this run; repeatable")
+    parser.add_argument("--tag", action="append", default=[], metavar="ROLE=TAG",
+                        help="use TAG for ROLE, as in `tb-health check`; repeatable")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tb_health_plugin.commands.watch import locale_language
+
+    output_format = args.format or FORMATS.get(os.path.splitext(args.output)[1].lower())
+    if output_format is None:
+        say(PROG, f"cannot tell the format of {args.output!r}: name it .html or .md, or give --format")
+        return EXIT_USAGE
+    try:
+        overrides = parse_tag_overrides(args.tag)
+    except ValueError as error:
+        say(PROG, str(error))
+        return EXIT_USAGE
+    problem = logdir_problem(args.logdir)
+    if problem:
+        say(PROG, problem)
+        return EXIT_USAGE
+    try:
+        overrides = {**load_logdir_config(args.logdir).tags, **overrides}  # as check and the tab
+    except LogdirConfigError as error:
+        say(PROG, str(error))
+        return EXIT_USAGE
+    with read_problems(PROG):
+        text = write_report(args.logdir, output_format, args.lang or locale_language(), args.run, overrides)
+    if text is None:
+        say(PROG, f"no event files found under {args.logdir}")
+        return EXIT_USAGE
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        temporary = f"{args.output}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, args.output)
+        say(PROG, f"wrote {args.output}")
+    return EXIT_OK
+
+
+def write_report(logdir: str, output_format: str, lang: str, runs: list[str] | None = None,
+                 overrides: dict[str, str] | None = None) -> str | None:
+    """The report's text, or None when the logdir holds no runs."""
+    from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
+    from tb_health_plugin.readers import LogdirReader
+    from tb_health_plugin.report.document import build_report
+    from tb_health_plugin.report.render import render_html, render_markdown
+
+    reader = LogdirReader(logdir)
+    reader.refresh()
+    names = reader.run_names()
+    if not names:
+        return None
+    analysed = logdir_report(logdir, analyze_runs([reader.run(name) for name in names], overrides))
+    document = build_report(logdir, reader, analysed, lang, runs)
+    return render_html(document) if output_format == "html" else render_markdown(document)

@@ -1,0 +1,159 @@
+"""`tb-health watch LOGDIR --notify SINK`: re-check a logdir as it grows and send new findings.
+
+For runs logged without our hooks (MindFormers' own TensorBoard logs, any tfevents writer) and
+for jobs whose ranks should speak with one voice: the watcher reads every rank, so a finding
+that several ranks share goes out once per job, and a cross-rank finding (a straggler) once.
+Reading is incremental (only new bytes each pass). What was sent is kept in a state file, so
+a restarted watcher does not repeat itself; `--once` makes one pass (for cron or CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+from tb_health_plugin.commands.check import logdir_problem, parse_tag_overrides
+from tb_health_plugin.commands.messages import say
+from tb_health_plugin.contract import SEVERITIES
+from tb_health_plugin.logdir_config import LogdirConfigError, load_logdir_config
+
+PROG = "tb-health watch"
+EXIT_OK, EXIT_USAGE = 0, 2
+FLUSH_TIMEOUT_S = 60.0  # at exit, how long queued notifications may still take
+
+
+def register(subparsers) -> None:
+    from tb_health_plugin.notify.sinks import SINK_KINDS
+
+    parser = subparsers.add_parser(
+        "watch",
+        help="re-check LOGDIR as it grows and send new findings to a chat robot, webhook or e-mail",
+        description="Re-check LOGDIR every --interval seconds and send each new warning or critical "
+        "finding once per job. Sink URLs and secrets come from the environment "
+        "(TB_HEALTH_<SINK>_URL, TB_HEALTH_<SINK>_SECRET, or their _FILE variants; "
+        "TB_HEALTH_SMTP_* for e-mail) or from --notify-config, never from the command line.",
+        epilog="exit codes: 0 stopped normally (--once done); 2 usage or configuration error; "
+        "130 interrupted (Ctrl-C, after sending what was queued).",
+    )
+    parser.add_argument("logdir", metavar="LOGDIR")
+    parser.add_argument("--notify", action="append", default=[], choices=SINK_KINDS, metavar="SINK",
+                        help=f"where to send: {', '.join(SINK_KINDS)}; repeatable")
+    parser.add_argument("--notify-config", metavar="FILE", help="TOML file with one table per sink (url, secret)")
+    parser.add_argument("--interval", type=float, default=30.0, help="seconds between checks (default: 30)")
+    parser.add_argument("--once", action="store_true", help="check once, send, and exit")
+    parser.add_argument("--min-severity", choices=SEVERITIES[1:], default="warning",
+                        help="the least severe finding sent (default: warning)")
+    parser.add_argument("--lang", choices=("en", "zh"), default=None,
+                        help="language of the messages (default: from the locale)")
+    parser.add_argument("--tensorboard-url", metavar="URL",
+                        help="TensorBoard's address, for a link to the run in the Health tab")
+    parser.add_argument("--state", metavar="FILE",
+                        help="where to remember what was sent (default: in the user's cache folder)")
+    parser.add_argument("--tag", action="append", default=[], metavar="ROLE=TAG",
+                        help="use TAG for ROLE, as in `tb-health check`; repeatable")
+    parser.set_defaults(func=run)
+
+
+def locale_language(environ=os.environ) -> str:
+    """`zh` when the locale asks for Chinese (LC_ALL, LC_MESSAGES or LANG, in that order)."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = environ.get(name)
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
+def default_state_file(logdir: str) -> str:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    digest = hashlib.sha256(os.path.abspath(logdir).encode()).hexdigest()[:16]
+    return os.path.join(cache, "tb-health", f"watch-{digest}.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tb_health_plugin.notify import ConfigError, JobDeduplicator, Notifier, sinks_from_config
+
+    if not args.notify and not args.notify_config:
+        say(PROG, "name at least one --notify SINK (or --notify-config FILE)")
+        return EXIT_USAGE
+    if args.interval <= 0:
+        say(PROG, "--interval must be positive")
+        return EXIT_USAGE
+    try:
+        overrides = parse_tag_overrides(args.tag)
+        sinks = sinks_from_config(args.notify, config_file=args.notify_config)
+    except (ValueError, OSError) as error:  # ConfigError is a ValueError
+        say(PROG, str(error) if isinstance(error, ConfigError | ValueError) else f"{error.filename}: {error.strerror}")
+        return EXIT_USAGE
+    problem = logdir_problem(args.logdir)
+    if problem:
+        say(PROG, problem)
+        return EXIT_USAGE
+    try:
+        overrides = {**load_logdir_config(args.logdir).tags, **overrides}  # as check and the tab
+    except LogdirConfigError as error:
+        say(PROG, str(error))
+        return EXIT_USAGE
+    state_file = args.state or default_state_file(args.logdir)
+    deduplicator = JobDeduplicator(_load_state(state_file))
+    notifier = Notifier(sinks, lang=args.lang or locale_language())
+    watcher = Watcher(args.logdir, overrides, args.tensorboard_url, args.min_severity)
+    try:
+        while True:
+            fresh = deduplicator.new(watcher.alerts())
+            notifier.submit(fresh)
+            _save_state(state_file, deduplicator.state())
+            say(PROG, f"{watcher.run_count} runs, {len(fresh)} new finding{'s' if len(fresh) != 1 else ''}"
+                f"{' sent to ' + ', '.join(s.kind for s in sinks) if fresh else ''}")
+            if args.once:
+                break
+            time.sleep(args.interval)
+    finally:
+        notifier.close(FLUSH_TIMEOUT_S)
+    return EXIT_OK
+
+
+class Watcher:
+    """Reads a logdir incrementally and reports its alerts after each refresh."""
+
+    def __init__(self, logdir: str, overrides: dict[str, str], tensorboard_url: str | None,
+                 min_severity: str) -> None:
+        from tb_health_plugin.readers import LogdirReader
+
+        self.logdir, self.overrides = logdir, overrides
+        self.tensorboard_url, self.min_severity = tensorboard_url, min_severity
+        self.reader = LogdirReader(logdir)
+        self.run_count = 0
+
+    def alerts(self):
+        from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
+        from tb_health_plugin.notify import alerts_from_report
+
+        self.reader.refresh()
+        runs = [self.reader.run(name) for name in self.reader.run_names()]
+        self.run_count = len(runs)
+        report = logdir_report(self.logdir, analyze_runs(runs, self.overrides))
+        return alerts_from_report(report, self.tensorboard_url, self.min_severity)
+
+
+def _load_state(path: str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+        return state.get("sent", []) if isinstance(state, dict) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _save_state(path: str, sent: list[dict]) -> None:
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        temporary = f"{path}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump({"sent": sent}, handle)
+        os.replace(temporary, path)
+    except OSError as error:
+        print(f"{PROG}: cannot save what was sent to {path}: {error.strerror}", file=sys.stderr)

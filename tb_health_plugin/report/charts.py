@@ -1,0 +1,68 @@
+"""A finding's chart as inline SVG: the series it names, around its step, with its span marked.
+
+Drawn with matplotlib (Agg, no display) so that a report needs no browser script and no network:
+text stays text (`svg.fonttype = none`, so Chinese renders with the reader's fonts and the file
+stays small) and the output is deterministic (no date, fixed id salt). The y axis is logarithmic
+when the positive values shown span more than two decades, as in the Health tab.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+LOG_DECADES = 2.0  # more than this many decades between the smallest and largest value: log axis
+CONTEXT_SHARE = 0.15  # of the run's span shown on each side of the finding
+CONTEXT_MIN_POINTS = 10  # at least this many logged points on each side
+FIGSIZE_IN = (6.4, 2.1)
+
+
+def window(steps: np.ndarray, start: int, end: int) -> slice:
+    """The index range of `steps` shown for a finding from `start` to `end`."""
+    if steps.size == 0:
+        return slice(0, 0)
+    span = int(steps[-1] - steps[0]) or 1
+    lo_index = int(np.searchsorted(steps, start, side="left"))
+    hi_index = int(np.searchsorted(steps, end, side="right"))
+    margin_steps = CONTEXT_SHARE * span
+    lo = min(int(np.searchsorted(steps, start - margin_steps, side="left")), max(lo_index - CONTEXT_MIN_POINTS, 0))
+    hi = max(int(np.searchsorted(steps, end + margin_steps, side="right")), min(hi_index + CONTEXT_MIN_POINTS, steps.size))
+    return slice(lo, hi)
+
+
+def finding_chart_svg(steps: np.ndarray, values: np.ndarray, tag: str, start: int, end: int,
+                      step_label: str = "step") -> str:
+    """The SVG text of `tag` around steps `start`..`end` (the finding's span, shaded)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    shown = window(steps, start, end)
+    x = np.asarray(steps[shown], dtype=np.float64)
+    y = np.asarray(values[shown], dtype=np.float64)
+    finite = np.isfinite(y)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tb-health", "font.size": 8}):
+        figure = Figure(figsize=FIGSIZE_IN)
+        axes = figure.add_subplot()
+        axes.plot(x[finite], y[finite], color="#1565c0", linewidth=1.0)
+        if (~finite).any():  # NaN/Inf drawn where they happened, on the top edge
+            top = np.nanmax(y[finite]) if finite.any() else 1.0
+            axes.plot(x[~finite], np.full((~finite).sum(), top), "x", color="#c62828", markersize=4,
+                      label="NaN/Inf")
+            axes.legend(loc="upper left", frameon=False)
+        positive = y[finite & (y > 0)]
+        if positive.size and positive.size == finite.sum() and np.log10(positive.max() / positive.min()) > LOG_DECADES:
+            axes.set_yscale("log")
+        if end > start:
+            axes.axvspan(start, end, color="#ef6c00", alpha=0.18, linewidth=0)
+        axes.axvline(start, color="#ef6c00", linewidth=1.0)
+        axes.set_xlabel(step_label)
+        axes.set_title(tag, loc="left")
+        axes.grid(alpha=0.3)
+        figure.tight_layout()
+        out = io.StringIO()
+        figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+    text = out.getvalue()
+    return text[text.index("<svg"):]  # inline: without the XML declaration and doctype
