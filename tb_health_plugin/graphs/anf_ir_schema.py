@@ -27,6 +27,7 @@ summaries) is skipped as unknown fields when parsing.
                               float float_val = 5; double double_val = 6; string str_val = 7;
                               TensorProto tensor_val = 8; repeated ValueProto values = 18; TypeProto type_val = 20; }
     message TensorProto     { repeated int64 dims = 1; int32 data_type = 2; }
+    message ModelProto      { GraphProto graph = 4; }   // what `Cell.get_func_graph_proto()` returns
     message GraphEvent      { double wall_time = 1; int64 step = 2; GraphProto graph_def = 4; }  // summary Event
 """
 
@@ -93,6 +94,7 @@ GRAPH_MESSAGES: dict[str, list[tuple]] = {
         ("outputs", 4, _REP, "OutputProto", None, False),
         ("const_vals", 5, _REP, "NamedValueProto", None, False),
     ],
+    "ModelProto": [("graph", 4, _OPT, "GraphProto", None, False)],
     "GraphEvent": [
         ("wall_time", 1, _OPT, _F.TYPE_DOUBLE, None, False),
         ("step", 2, _OPT, _I64, None, False),
@@ -113,3 +115,4 @@ _register(mindspore_file_descriptor(GRAPH_PROTO_FILE, GRAPH_PACKAGE, GRAPH_MESSA
 
 GraphProto = _message_class(f"{GRAPH_PACKAGE}.GraphProto")
 GraphEvent = _message_class(f"{GRAPH_PACKAGE}.GraphEvent")
+ModelProto = _message_class(f"{GRAPH_PACKAGE}.ModelProto")

@@ -34,7 +34,7 @@ from tensorboard.compat.proto.graph_pb2 import GraphDef
 from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
-from tb_health_plugin.graphs.anf_ir_schema import MS_DTYPE_NAMES, MS_LIST, GraphProto
+from tb_health_plugin.graphs.anf_ir_schema import MS_DTYPE_NAMES, MS_LIST, GraphProto, ModelProto
 
 PARAMETER_OP = "Parameter"
 CONTROL_EDGE = 1  # InputProto.EdgeType.CONTROL_EDGE
@@ -51,8 +51,13 @@ TF_DTYPES = {
 
 
 def parse_graph_proto(serialized: bytes) -> GraphProto:
-    """A serialized MindSpore anf_ir `GraphProto` (what `Cell.get_func_graph_proto()` returns)."""
+    """A serialized MindSpore anf_ir `GraphProto` (as in a summary file's graph event)."""
     return GraphProto.FromString(serialized)
+
+
+def parse_model_proto(serialized: bytes) -> GraphProto:
+    """The graph of a serialized anf_ir `ModelProto` (what `Cell.get_func_graph_proto()` returns)."""
+    return ModelProto.FromString(serialized).graph
 
 
 def graph_def_from_mindspore(graph: GraphProto) -> GraphDef:
