@@ -281,3 +281,32 @@ DRAWN_LABELS = (
 )
 SELECTED_NODE = f"() => {{ {DEEP} return deep('tf-graph-board').selectedNode; }}"
 LOADED_RUN = f"() => {{ {DEEP} const loader = deep('tf-graph-dashboard-loader'); return loader && loader._graphRunTag && loader._graphRunTag.run; }}"
+
+
+def test_compiling_for_the_graph_in_pynative_leaves_the_training_unchanged(tmp_path, monkeypatch):
+    """The PyNative graph comes from a graph-mode compilation of the loss cell at step 1: the
+    training after it must be the one without it, loss for loss."""
+    from mindspore.train.callback import Callback
+
+    class Losses(Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: list[float] = []
+
+        def on_train_step_end(self, run_context):
+            self.values.append(float(run_context.original_args().net_outputs.asnumpy()))
+
+    monkeypatch.chdir(tmp_path)
+    runs = {}
+    try:
+        for log_graph in (False, True):
+            losses = Losses()
+            monitor = HealthMonitor(str(tmp_path / str(log_graph)), 1, log_graph=log_graph, online_analysis=False)
+            train(ms.PYNATIVE_MODE, [losses, monitor])
+            runs[log_graph] = losses.values
+    finally:
+        ms.set_context(mode=ms.GRAPH_MODE)
+    assert len(runs[True]) == STEPS
+    assert runs[True] == runs[False]
+    notes = " ".join(text for _, text in texts(tmp_path / "True" / "rank_0", "health/notes"))
+    assert "compiled once in graph mode" in notes
