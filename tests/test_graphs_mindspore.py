@@ -285,7 +285,8 @@ LOADED_RUN = f"() => {{ {DEEP} const loader = deep('tf-graph-dashboard-loader');
 
 def test_compiling_for_the_graph_in_pynative_leaves_the_training_unchanged(tmp_path, monkeypatch):
     """The PyNative graph comes from a graph-mode compilation of the loss cell at step 1: the
-    training after it must be the one without it, loss for loss."""
+    training after it must be the one without it, loss for loss, and no logged step time may
+    include that compilation."""
     from mindspore.train.callback import Callback
 
     class Losses(Callback):
@@ -296,6 +297,12 @@ def test_compiling_for_the_graph_in_pynative_leaves_the_training_unchanged(tmp_p
         def on_train_step_end(self, run_context):
             self.values.append(float(run_context.original_args().net_outputs.asnumpy()))
 
+    from trainer_hooks import HealthLogger
+
+    clock_started: list[bool] = []  # whether the step clock was running when the graph was logged
+    log_graph = HealthLogger.log_graph
+    monkeypatch.setattr(HealthLogger, "log_graph",
+                        lambda self, graph: clock_started.append(self._last_time is not None) or log_graph(self, graph))
     monkeypatch.chdir(tmp_path)
     runs = {}
     try:
@@ -310,3 +317,5 @@ def test_compiling_for_the_graph_in_pynative_leaves_the_training_unchanged(tmp_p
     assert runs[True] == runs[False]
     notes = " ".join(text for _, text in texts(tmp_path / "True" / "rank_0", "health/notes"))
     assert "compiled once in graph mode" in notes
+    # the one-off compilation happens before the step clock starts: no step time includes it
+    assert clock_started == [False]

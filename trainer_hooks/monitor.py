@@ -100,7 +100,7 @@ class HealthMonitor(Callback):
         flush_secs: how often the writer flushes to disk (an interrupted run keeps what was flushed).
         analyze: replace the analysis function (RunData -> run report); for tests and experiments.
         log_graph: write the network's graph once, after the first step, for TensorBoard's Graphs
-            tab: in graph mode the training cell's compiled graph (no extra cost); in PyNative the
+            tab: in graph mode the training cell's compiled graph (no compilation); in PyNative the
             cell it wraps (network + loss) is compiled once for it (see `trainer_hooks.graph`).
     """
 
@@ -183,11 +183,11 @@ class HealthMonitor(Callback):
         if field(cb_params, "dataset_sink_mode") and steps_done > 1:
             window = SINK_WINDOW_KEPT if self._health_cell is not None else SINK_WINDOW_LOST
             self.health.note(step, SINK_NOTE.format(n=steps_done, window=window))
-        values = self.step_values(cb_params, step, steps_done)
-        self.health.log_step(step, steps_done=steps_done, **values)
-        if self._graph_pending:
+        if self._graph_pending:  # before log_step: its clock then starts after this one-off work
             self._graph_pending = False
             self._log_network_graph(cb_params, step)
+        values = self.step_values(cb_params, step, steps_done)
+        self.health.log_step(step, steps_done=steps_done, **values)
         if self.health.should_stop:
             logger.error("tb-health: stopping training on a critical finding (stop_on_critical=True)")
             run_context.request_stop()
