@@ -89,6 +89,10 @@ class HealthLogger:
         rank, world_size: override the detected rank (see `trainer_hooks.ranks`).
         flush_secs: how often the writer thread flushes the file to disk.
         analyze: the analysis function (RunData -> run report); default: the project's engine.
+        graph: the network's graph, written once at the start for TensorBoard's Graphs tab: a
+            TensorBoard `GraphDef` or MindSpore's graph (`cell.get_func_graph_proto()` of a
+            compiled cell; `trainer_hooks.graph.compile_graph(cell, *inputs)` compiles one).
+            See `log_graph`.
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class HealthLogger:
         world_size: int | None = None,
         flush_secs: float = 10.0,
         analyze: Analyze | None = None,
+        graph: Any = None,
     ) -> None:
         self.check_options(
             log_dir=log_dir,
@@ -160,6 +165,8 @@ class HealthLogger:
         self._has_overflow_flag = False
         self._input_errors: set[tuple[str, str]] = set()
         self._closed = False
+        if graph is not None:
+            self.log_graph(graph)
 
     @staticmethod
     def check_options(
@@ -352,6 +359,22 @@ class HealthLogger:
         self._notes.add(message)
         logger.info("tb-health: %s", message)
         self.writer.text(NOTES_TAG, message, step)
+
+    def log_graph(self, graph: Any) -> bool:
+        """Write the network's graph (see `graph` in the class docstring) for TensorBoard's
+        Graphs tab. Never raises: a graph that cannot be converted is warned about and skipped.
+        True when it was written."""
+        if self._closed:
+            return False
+        try:
+            from trainer_hooks.graph import to_graph_def
+
+            graph_def = to_graph_def(graph)
+        except Exception as error:  # noqa: BLE001 - a bad graph must not stop training
+            self._input_error("log_graph", self._last_step or 0, error)
+            return False
+        self.writer.graph(graph_def)
+        return True
 
     def flush(self) -> None:
         self.writer.flush()

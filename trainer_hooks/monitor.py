@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,11 @@ SINK_NOTE = (
 )
 SINK_WINDOW_KEPT = "the window aggregates (max/min loss, max gradient norm, non-finite and overflow counts) still cover every step, computed in TrainOneStepWithHealth"
 SINK_WINDOW_LOST = "the window aggregates cover only those last steps (wrap the cell with TrainOneStepWithHealth to cover every step)"
+GRAPH_COMPILED_NOTE = (
+    "log_graph in PyNative: the network and loss were compiled once in graph mode for their graph "
+    "({seconds:.1f} s, not run)."
+)
+GRAPH_NO_INPUTS_NOTE = "log_graph: no graph logged (PyNative without the step's inputs to compile the network for)."
 PLAIN_MODEL_NOTE = (
     "gradient norms are not visible to a callback on a plain Model: wrap the training cell, "
     "Model(TrainOneStepWithHealth(nn.WithLossCell(net, loss_fn), optimizer)), to log them."
@@ -93,6 +99,9 @@ class HealthMonitor(Callback):
         rank, world_size: override the rank detection (communication API, then launcher variables).
         flush_secs: how often the writer flushes to disk (an interrupted run keeps what was flushed).
         analyze: replace the analysis function (RunData -> run report); for tests and experiments.
+        log_graph: write the network's graph once, after the first step, for TensorBoard's Graphs
+            tab: in graph mode the training cell's compiled graph (no compilation); in PyNative the
+            cell it wraps (network + loss) is compiled once for it (see `trainer_hooks.graph`).
     """
 
     def __init__(
@@ -113,6 +122,7 @@ class HealthMonitor(Callback):
         world_size: int | None = None,
         flush_secs: float = 10.0,
         analyze: Analyze | None = None,
+        log_graph: bool = False,
     ) -> None:
         super().__init__()
         self._options = dict(
@@ -138,6 +148,7 @@ class HealthMonitor(Callback):
         self._last_step = 0
         self._health_cell: TrainOneStepWithHealth | None = None
         self._optimizer = None
+        self._graph_pending = bool(log_graph)  # kept apart from the logger's options on purpose
 
     # ----- MindSpore callback hooks
 
@@ -172,6 +183,9 @@ class HealthMonitor(Callback):
         if field(cb_params, "dataset_sink_mode") and steps_done > 1:
             window = SINK_WINDOW_KEPT if self._health_cell is not None else SINK_WINDOW_LOST
             self.health.note(step, SINK_NOTE.format(n=steps_done, window=window))
+        if self._graph_pending:  # before log_step: its clock then starts after this one-off work
+            self._graph_pending = False
+            self._log_network_graph(cb_params, step)
         values = self.step_values(cb_params, step, steps_done)
         self.health.log_step(step, steps_done=steps_done, **values)
         if self.health.should_stop:
@@ -224,6 +238,28 @@ class HealthMonitor(Callback):
         if self.health.is_collect_step(step) and self._optimizer is not None:
             values["lr"] = lr_of_step(self._optimizer, step)
         return values
+
+    def _log_network_graph(self, cb_params, step: int) -> None:
+        """The training cell's compiled graph (graph mode), else the wrapped cell compiled for
+        this step's inputs (PyNative). A failure costs the graph only, with a note."""
+        from trainer_hooks.graph import compile_graph, compiled_graph, wrapped_cell
+
+        try:
+            graph = compiled_graph(cb_params.train_network)
+            if graph is None:
+                inputs = field(cb_params, "train_dataset_element")
+                if inputs is None:
+                    self.health.note(step, GRAPH_NO_INPUTS_NOTE)
+                    return
+                started = time.perf_counter()
+                graph = compile_graph(wrapped_cell(cb_params.train_network), *inputs)
+                self.health.note(step, GRAPH_COMPILED_NOTE.format(seconds=time.perf_counter() - started))
+            if graph is not None:
+                self.health.log_graph(graph)
+        except Exception as error:  # noqa: BLE001 - the graph is an extra: monitoring goes on
+            message = f"tb-health: the network graph was not logged: {type(error).__name__}: {error}"
+            logger.warning(message)
+            self.health.note(step, message.removeprefix("tb-health: "))
 
     def _on_begin(self, cb_params) -> None:
         """Extension point for subclasses (the MindFormers monitor)."""

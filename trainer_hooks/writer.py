@@ -127,6 +127,19 @@ class SafeEventWriter:
         )
         self._add(summary_value, step, wall_time)
 
+    def graph(self, graph_def) -> None:
+        """A TensorBoard `GraphDef` as the run's graph (`Event.graph_def`, the Graphs tab)."""
+        if not self.healthy:
+            return
+        from tensorboard.compat.proto import event_pb2
+
+        event = event_pb2.Event(wall_time=time.time(), graph_def=graph_def.SerializeToString())
+        try:
+            with self._lock:
+                self._writer.add_event(event)
+        except Exception as error:
+            self._fail(error)
+
     def flush(self) -> None:
         if self.healthy:
             try:

@@ -4,6 +4,7 @@
 import type {Finding} from './api';
 import {el} from './dom';
 import {evidenceBlock} from './evidence';
+import {graphLink} from './graphLinks';
 import {formatStep} from './format';
 import {findingTextZh} from './findingsZh';
 import {bindText, label, lang, t} from './i18n';
@@ -100,6 +101,7 @@ export function renderFindings(
                     on: {click: (event) => event.stopPropagation()},
                   })
                 : null,
+              run ? graphLink(run, finding) : null,
             ])
           : null,
         finding.evidence ? evidenceBlock(finding.evidence) : null,

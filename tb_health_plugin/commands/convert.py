@@ -4,7 +4,9 @@ MindSpore's SummaryRecord/SummaryCollector files use their own schema, which Ten
 Scalars, Histograms and Distributions tabs cannot read. This command reads every MindSpore
 summary file under SRC (`tb_health_plugin.readers`) and writes each run, under the same run
 name, below DST with TensorBoard's own writer (`readers/tfevents_writer.py`). tfevents files in
-SRC are left alone: TensorBoard reads them already.
+SRC are left alone: TensorBoard reads them already. The network graph `SummaryCollector`
+recorded (`collect_graph`) is written too, as a TensorBoard `GraphDef` for the Graphs tab
+(`tb_health_plugin/graphs`).
 
 Exit codes: 0 converted, 1 nothing to convert, 2 usage errors (bad SRC, DST holding an earlier
 conversion without --overwrite), a file or folder under SRC that could not be read (the rest is
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 
 from tb_health_plugin.commands.messages import read_problems, say
+from tb_health_plugin.graphs.summary_graphs import latest_graph_event
 from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
 from tb_health_plugin.readers.logdir_reader import read_run
 from tb_health_plugin.readers.tfevents_writer import CONVERTED_SUFFIX, write_run
@@ -122,11 +125,13 @@ def _convert(args: argparse.Namespace, src: Path, dst: Path) -> int:
         path.unlink()
     start = time.perf_counter()
     progress = _Progress(total, show_progress)
-    scalars = histograms = skipped = empty = 0
+    scalars = histograms = skipped = empty = graphs = 0
     for index, (name, files) in enumerate(sorted(runs.items()), 1):
         progress.line(f"[{index}/{len(runs)}] {name}: {sizes[name] / 1e6:.1f} MB")
         data = read_run(name, files, on_bytes_read=progress.advance)
-        stats = write_run(data, targets[name], nonfinite_scalars=args.nonfinite_scalars)
+        graph_event = _graph_event(files)
+        graphs += graph_event is not None
+        stats = write_run(data, targets[name], nonfinite_scalars=args.nonfinite_scalars, graph_event=graph_event)
         scalars += stats.scalar_points
         histograms += stats.histogram_points
         empty += stats.empty_histograms
@@ -138,6 +143,17 @@ def _convert(args: argparse.Namespace, src: Path, dst: Path) -> int:
         if empty:
             notes.append(f"{empty} histograms without finite values left out")
         extra = f" ({'; '.join(notes)})" if notes else ""
-        print(f"converted {len(runs)} run(s): {scalars} scalar and {histograms} histogram points "
+        graph_text = f" and {graphs} network graph{'s' if graphs != 1 else ''}" if graphs else ""
+        print(f"converted {len(runs)} run(s): {scalars} scalar and {histograms} histogram points{graph_text} "
               f"into {dst} in {time.perf_counter() - start:.1f} s{extra}")
     return EXIT_OK
+
+
+def _graph_event(files):
+    """The run's last recorded network graph as a TensorBoard event; a file whose graphs cannot
+    be read costs the graph, never the conversion (the scalar reader reports unreadable files)."""
+    try:
+        return latest_graph_event([f.path for f in files])
+    except Exception as error:  # noqa: BLE001 - the graph is an extra: the series still convert
+        say(PROG, f"network graph left out: {type(error).__name__}: {error}")
+        return None

@@ -6,6 +6,7 @@ become legacy `HistogramProto`s (right bucket edges; TensorBoard rebuilds the le
 `min`). TensorBoard histograms cannot hold MindSpore's NaN/Inf counts: when a histogram series
 has any, they are written as two extra scalar tags, `<tag>/nan_count` and `<tag>/inf_count`.
 A histogram with no finite value has no buckets and is left out (counted in the stats).
+A network graph (`graph_event`, an `Event` holding a `graph_def`) goes first.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def _nonfinite_scalars(run: RunData) -> dict[str, tuple[np.ndarray, np.ndarray, 
     return extra
 
 
-def write_run(run: RunData, folder: Path, nonfinite_scalars: bool = True) -> WriteStats:
-    """Write `run` into one new tfevents file in `folder`."""
+def write_run(run: RunData, folder: Path, nonfinite_scalars: bool = True, graph_event: Event | None = None) -> WriteStats:
+    """Write `run` (and the network graph's event, if any) into one new tfevents file in `folder`."""
     stats = WriteStats()
     values_at: dict[tuple[int, float], list[Summary.Value]] = defaultdict(list)
     scalars = {tag: (s.steps, s.wall_times, s.values) for tag, s in run.scalars.items()}
@@ -71,6 +72,8 @@ def write_run(run: RunData, folder: Path, nonfinite_scalars: bool = True) -> Wri
             stats.histogram_points += 1
     folder.mkdir(parents=True, exist_ok=True)
     writer = EventFileWriter(str(folder), max_queue_size=1000, filename_suffix=CONVERTED_SUFFIX)
+    if graph_event is not None:
+        writer.add_event(graph_event)
     for (step, wall), values in sorted(values_at.items()):
         writer.add_event(Event(step=step, wall_time=wall, summary=Summary(value=values)))
     writer.close()
