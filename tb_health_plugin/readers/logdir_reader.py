@@ -9,6 +9,11 @@ are skipped and counted in `RunData.skipped_records` (with a `RunData.notes` ent
 length field made bytes be skipped); nothing in a file makes `refresh()` raise, and a FIFO or
 other special file is never opened blocking.
 
+Files are read through a `storage.Storage`: the local file system, or for a URL logdir an object
+store through fsspec (one listing per refresh, ranged reads of the new bytes). A store that fails
+(`StorageError`) ends the refresh early: nothing read before is dropped, the offsets stay where
+the data ends, `problem` says what happened, and the next refresh tries again.
+
 Threads: refreshes are serialised; `run()` and `version()` only wait for the run being read.
 """
 
@@ -17,7 +22,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import stat
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -36,6 +40,14 @@ from tb_health_plugin.readers.records import (
     header_crc_ok,
     masked_crc,
     scan_records,
+)
+from tb_health_plugin.readers.storage import (  # noqa: F401 - open_regular_file, NotARegularFile: re-exported
+    LocalStorage,
+    NotARegularFile,
+    Storage,
+    StorageError,
+    open_regular_file,
+    storage_for,
 )
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
 from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
@@ -59,8 +71,9 @@ class _FileState:
 class _RunState:
     """Everything read so far for one run, and the last snapshot handed out."""
 
-    def __init__(self, name: str, writers: dict[str, int] | None = None) -> None:
+    def __init__(self, name: str, writers: dict[str, int] | None = None, storage: Storage | None = None) -> None:
         self.name = name
+        self.storage = storage if storage is not None else LocalStorage()
         self.writers = dict(writers or {})  # path -> writer index, for files of writers past the first
         self.spans: dict[str, FileSpan] = {}  # path -> what it logged, to tell concurrent writers apart
         self.lock = threading.Lock()
@@ -156,11 +169,9 @@ class _RunState:
                 if newest_read is not None and event_file.sort_key < newest_read:
                     return True
                 continue
-            try:
-                info = os.stat(event_file.path)
-                size, identity = info.st_size, (info.st_dev, info.st_ino)
-            except OSError:
-                size, identity = -1, state.identity  # unreadable now: only matters if something was read from it before
+            size, identity = self.storage.size(event_file.path)
+            if size < 0:
+                identity = state.identity  # unreadable now: only matters if something was read from it before
             if state.offset and (size < state.offset or identity != state.identity):
                 return True
         return False
@@ -172,9 +183,8 @@ class _RunState:
             state = self.files[event_file.path] = _FileState(event_file)
         decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
         changed = False
-        with open_regular_file(event_file.path) as handle:
-            info = os.fstat(handle.fileno())
-            size, identity = info.st_size, (info.st_dev, info.st_ino)
+        handle, (size, identity) = self.storage.open(event_file.path)
+        with handle:
             if state.identity is not None and identity != state.identity:
                 return False  # replaced since `needs_reset` looked: the next refresh starts the run afresh
             state.identity = identity
@@ -227,7 +237,7 @@ class _RunState:
         self.skipped_records += 1
         self.add_note(
             "damaged_records",
-            f"{os.path.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
+            f"{self.storage.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
             f" bytes, more than the file holds, yet a valid record follows it: {skipped_bytes:,} bytes skipped,"
             f" reading resumed at byte {found:,}.",
         )
@@ -304,25 +314,6 @@ def merge_batches(first: DecodedBatch, second: DecodedBatch, offset: int) -> Dec
     )
 
 
-class NotARegularFile(OSError):
-    pass
-
-
-def open_regular_file(path: str):
-    """Open for reading without ever blocking: a FIFO swapped in after discovery would wait for
-    a writer on a plain open, so the open does not wait, and anything but a regular file is refused."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise NotARegularFile(f"not a regular file: {path}")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(descriptor, True)  # regular files never block; keep reads plain
-        return os.fdopen(descriptor, "rb")
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
 def _whole_record_size(buf: bytes) -> int | None:
     if len(buf) < HEADER_BYTES:
         return None
@@ -335,21 +326,37 @@ class LogdirReader:
     def __init__(self, logdir: str | os.PathLike, formats=FORMATS) -> None:
         self.logdir = os.fspath(logdir)
         self.formats = tuple(formats)
+        self.storage = storage_for(self.logdir)
+        self.problem: str | None = None  # why the last refresh could not read everything (a store failing)
         self._runs: dict[str, _RunState] = {}
         self._runs_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
 
     def refresh(self) -> bool:
-        """Discover runs and files and read what is new. True if any run changed."""
+        """Discover runs and files and read what is new. True if any run changed.
+
+        Never raises for a failing store: `problem` says what failed (None after a full refresh);
+        every run read before is kept, and the runs read in this refresh keep what they got."""
         with self._refresh_lock:
-            found = discover_runs(self.logdir, self.formats)
-            with self._runs_lock:
-                changed = bool(set(self._runs) - set(found))
-                runs = {name: self._runs.get(name) for name in found}
+            try:
+                changed = self._refresh()
+                self.problem = None
+            except StorageError as error:
+                logger.warning("tb-health: %s", error)
+                self.problem = str(error)
+                changed = False
+            return changed
+
+    def _refresh(self) -> bool:
+        found = discover_runs(self.logdir, self.formats, self.storage)
+        with self._runs_lock:
+            changed = bool(set(self._runs) - set(found))
+            runs = {name: self._runs.get(name) for name in found}
+        try:
             for name, files in found.items():
                 run = runs[name]
                 if run is None or run.needs_reset(files):
-                    run = runs[name] = _RunState(name, run.writers if run is not None else None)
+                    run = runs[name] = _RunState(name, run.writers if run is not None else None, self.storage)
                     changed = True
                 with run.lock:
                     if self._read_run(run, files):
@@ -357,22 +364,25 @@ class LogdirReader:
                         changed = True
                     plan = run.writer_plan(files)
                 if plan != run.writers:  # a writer told apart only now: read the run again, keeping both
-                    run = runs[name] = _RunState(name, plan)
-                    with run.lock:
-                        self._read_run(run, files)
+                    fresh = _RunState(name, plan, self.storage)
+                    with fresh.lock:
+                        self._read_run(fresh, files)
+                    runs[name] = fresh
                     changed = True
+        except StorageError:
+            # Runs not reached keep their last state (or wait, if new); nothing read is dropped.
             with self._runs_lock:
-                self._runs = runs
-            return changed
+                self._runs = {name: run for name, run in runs.items() if run is not None}
+            raise
+        with self._runs_lock:
+            self._runs = runs
+        return changed
 
     @staticmethod
     def _read_run(run: _RunState, files: list[EventFile]) -> bool:
         changed = False
         for event_file in files:
-            try:
-                size = os.stat(event_file.path).st_size
-            except OSError:
-                size = -1
+            size, _identity = run.storage.size(event_file.path)
             if run.failed_files.get(event_file.path) == size:
                 continue  # failed before and has not changed since: counted once
             known = run.files.get(event_file.path)
@@ -381,6 +391,10 @@ class LogdirReader:
             try:
                 changed = run.read_new_bytes(event_file) or changed
                 run.failed_files.pop(event_file.path, None)
+            except StorageError:
+                if changed:
+                    run.touch()  # what was read before the store failed is kept and shown
+                raise  # the store, not the file: the whole refresh is retried later
             except Exception:  # noqa: BLE001 - a bad file must never stop the other runs
                 logger.warning("tb-health: skipping unreadable event file %s", event_file.path, exc_info=True)
                 run.failed_files[event_file.path] = size
@@ -416,22 +430,26 @@ class LogdirReader:
 
 
 def read_logdir(logdir: str | os.PathLike, formats=FORMATS) -> list[RunData]:
-    """Read every run under `logdir` once."""
+    """Read every run under `logdir` once. `StorageError` when a store could not be read whole."""
     reader = LogdirReader(logdir, formats)
     reader.refresh()
+    if reader.problem is not None:
+        raise StorageError(reader.problem)
     return [reader.run(name) for name in reader.run_names()]
 
 
-def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], None] | None = None) -> RunData:
+def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], None] | None = None,
+             storage: Storage | None = None) -> RunData:
     """Read one run's files once (for tools that go run by run, such as `tb-health convert`).
 
-    `on_bytes_read(n)` is called after each chunk read, for progress reports.
+    `on_bytes_read(n)` is called after each chunk read, for progress reports. `storage` is the one
+    the files were discovered through (local by default).
     """
-    state = _RunState(name)
+    state = _RunState(name, storage=storage)
     state.on_bytes_read = on_bytes_read
     LogdirReader._read_run(state, files)
     plan = state.writer_plan(files)
     if plan:
-        state = _RunState(name, plan)
+        state = _RunState(name, plan, storage)
         LogdirReader._read_run(state, files)
     return state.snapshot()

@@ -1,0 +1,315 @@
+"""Where event files are read from: the local file system, or object storage through fsspec.
+
+A logdir is a local path (read with `os`, FIFO- and symlink-safe, as `discovery` and
+`logdir_reader` always did) or a URL such as `s3://bucket/prefix`, which TensorBoard also accepts.
+A URL is read through fsspec (s3fs for S3 and S3-compatible stores such as Huawei OBS; any other
+installed fsspec protocol works the same way):
+
+- one refresh is one recursive listing of the prefix (`find`: for S3 a flat, paginated
+  ListObjectsV2), which gives every object's size, so an unchanged file costs no request;
+- a grown file is read from the offset already consumed with ranged GETs (`cat_file(start, end)`),
+  so only new bytes travel. Object stores cannot append: a writer or a sync tool uploads the
+  whole object again, and its bytes before the offset are the same as those read before;
+- credentials and endpoints come from where the client library looks (for S3: the AWS environment
+  variables, `~/.aws/credentials` and `~/.aws/config`, `AWS_ENDPOINT_URL`); TensorBoard's
+  `S3_ENDPOINT` (with `S3_USE_HTTPS`, `S3_VERIFY_SSL`) is honoured too when `AWS_ENDPOINT_URL`
+  is not set, so one set of variables serves TensorBoard and the Health tab.
+
+Every failure of the store (wrong credentials, missing bucket, throttling, a dropped connection)
+becomes a `StorageError` whose message says what happened and what to check; the caller keeps
+what it read before and tries again later (`Backoff`). The client library retries each request a
+few times first (`REQUEST_ATTEMPTS`).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import posixpath
+import stat
+from collections.abc import Iterable
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ATTEMPTS = 3  # per request, by the client library: rides out a blip, not an outage (that is `Backoff`'s)
+BACKOFF_FIRST_S = 2.0  # first wait after a failed refresh: TensorBoard's own reload interval is 5 s
+BACKOFF_MAX_S = 60.0  # longest wait: a store back after an outage shows within a minute
+_THROTTLED = ("SlowDown", "ServiceUnavailable", "Throttl", "TooManyRequests", "reduce your request rate", "503")
+_AUTH = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken",
+         "Forbidden", "403", "credentials")
+
+
+class StorageError(OSError):
+    """The store could not be read; `str()` is a message for people (the tab and the CLI)."""
+
+
+def is_url(logdir: str) -> bool:
+    """True for `protocol://...` (but not `file://`), which fsspec reads."""
+    protocol, sep, _ = logdir.partition("://")
+    return bool(sep) and protocol.isidentifier() and protocol != "file"
+
+
+class Storage(Protocol):
+    """What the readers need from where the files are."""
+
+    def listing(self, logdir: str) -> Iterable[tuple[str, list[str], list[str]]]:
+        """(folder, subfolders, file names) for every folder under `logdir`, top-down."""
+
+    def is_regular(self, path: str) -> bool:
+        """False for something that must never be opened (a FIFO, a device)."""
+
+    def size(self, path: str) -> tuple[int, object]:
+        """(size in bytes, identity: a file replaced by another has a new one); (-1, None) if unknown."""
+
+    def open(self, path: str):
+        """A binary file object (`seek`, `read`) of the file, and its (size, identity)."""
+
+    def join(self, folder: str, name: str) -> str: ...
+
+    def relative(self, logdir: str, folder: str) -> str: ...
+
+    def basename(self, path: str) -> str: ...
+
+
+class LocalStorage:
+    """The local file system, read the fast way: `os.scandir`, `os.stat`, plain file reads."""
+
+    def listing(self, logdir: str):
+        from tb_health_plugin.readers.discovery import unreadable_folder, walk_folders
+
+        return walk_folders(logdir, onerror=unreadable_folder)
+
+    def is_regular(self, path: str) -> bool:
+        """Through symlinks, never opening it (a FIFO would block); a file that cannot be looked
+        at counts as regular: reading it fails and is counted."""
+        try:
+            return stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            return True
+
+    def size(self, path: str) -> tuple[int, object]:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return -1, None
+        return info.st_size, (info.st_dev, info.st_ino)
+
+    def open(self, path: str):
+        handle = open_regular_file(path)
+        info = os.fstat(handle.fileno())
+        return handle, (info.st_size, (info.st_dev, info.st_ino))
+
+    join = staticmethod(os.path.join)
+    basename = staticmethod(os.path.basename)
+
+    @staticmethod
+    def relative(logdir: str, folder: str) -> str:
+        relative = os.path.relpath(folder, logdir)
+        return "." if relative == "." else relative.replace(os.sep, "/")
+
+
+class NotARegularFile(OSError):
+    pass
+
+
+def open_regular_file(path: str):
+    """Open for reading without ever blocking: a FIFO swapped in after discovery would wait for
+    a writer on a plain open, so the open does not wait, and anything but a regular file is refused."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotARegularFile(f"not a regular file: {path}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)  # regular files never block; keep reads plain
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+class RemoteStorage:
+    """A URL read through fsspec. Paths handed out are full URLs (`s3://bucket/run/file`).
+
+    Sizes come from the last listing: between two listings a file is read up to the size listed,
+    never past it, so a refresh costs one listing plus one ranged GET per grown file (per
+    `READ_CHUNK_BYTES` of new data).
+    """
+
+    def __init__(self, url: str) -> None:
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.protocol = self.url.partition("://")[0]
+        self.fs = fsspec.filesystem(self.protocol, **filesystem_options(self.protocol))
+        if hasattr(self.fs, "retries"):
+            self.fs.retries = REQUEST_ATTEMPTS  # s3fs's own retries (of throttling), around the client's
+        self._sizes: dict[str, int] = {}
+        self.requests = 0  # listings and reads sent (each may be retried by the client library)
+        self.bytes_read = 0
+
+    def _url(self, path: str) -> str:
+        return f"{self.protocol}://{path}"
+
+    def listing(self, logdir: str):
+        """One recursive listing of the prefix, grouped into folders (top-down)."""
+        root = self.fs._strip_protocol(logdir.rstrip("/"))
+        self.fs.invalidate_cache()
+        self.requests += 1
+        try:
+            found = self.fs.find(root, detail=True)
+        except FileNotFoundError as error:
+            raise StorageError(describe(error, logdir)) from error
+        except Exception as error:  # noqa: BLE001 - every client failure becomes a message
+            raise StorageError(describe(error, logdir)) from error
+        folders: dict[str, list[str]] = {}
+        sizes: dict[str, int] = {}
+        for path, info in found.items():
+            if info.get("type", "file") != "file":
+                continue
+            parent, name = posixpath.split(path)
+            folders.setdefault(parent, []).append(name)
+            sizes[self._url(path)] = int(info.get("size") or 0)
+        self._sizes = sizes
+        subfolders: dict[str, set[str]] = {}
+        for folder in folders:
+            while folder != root and folder.startswith(root + "/"):
+                parent, name = posixpath.split(folder)
+                subfolders.setdefault(parent, set()).add(name)
+                folder = parent
+        for folder in sorted(set(folders) | set(subfolders)):
+            yield self._url(folder), sorted(subfolders.get(folder, ())), sorted(folders.get(folder, ()))
+
+    def is_regular(self, path: str) -> bool:
+        return True  # objects are bytes: nothing to block on
+
+    def size(self, path: str) -> tuple[int, object]:
+        return self._sizes.get(path, -1), None
+
+    def open(self, path: str):
+        size = self._sizes.get(path, -1)
+        return RangedFile(self, path, size), (size, None)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        self.requests += 1
+        try:
+            data = self.fs.cat_file(path, start=start, end=end)
+        except FileNotFoundError:
+            raise  # deleted since the listing: the next listing drops it
+        except Exception as error:  # noqa: BLE001 - every client failure becomes a message
+            raise StorageError(describe(error, path)) from error
+        self.bytes_read += len(data)
+        return data
+
+    @staticmethod
+    def join(folder: str, name: str) -> str:
+        return f"{folder}/{name}"
+
+    basename = staticmethod(posixpath.basename)
+
+    @staticmethod
+    def relative(logdir: str, folder: str) -> str:
+        logdir = logdir.rstrip("/")
+        return "." if folder == logdir else folder[len(logdir) + 1 :]
+
+
+class RangedFile:
+    """`seek`/`read` over an object, one ranged GET per `read`, never past the listed size."""
+
+    def __init__(self, storage: RemoteStorage, path: str, size: int) -> None:
+        self.storage, self.path, self.size, self.position = storage, path, size, 0
+
+    def seek(self, offset: int) -> None:
+        self.position = offset
+
+    def read(self, count: int) -> bytes:
+        end = min(self.position + count, self.size)
+        if end <= self.position:
+            return b""
+        data = self.storage.read_range(self.path, self.position, end)
+        self.position += len(data)
+        return data
+
+    def __enter__(self) -> RangedFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def storage_for(logdir: str) -> Storage:
+    return RemoteStorage(logdir) if is_url(logdir) else LocalStorage()
+
+
+def filesystem_options(protocol: str) -> dict:
+    """fsspec options for a protocol: for S3, TensorBoard's endpoint variables and bounded retries."""
+    if protocol not in ("s3", "s3a"):
+        return {}
+    options: dict = {"config_kwargs": {"retries": {"max_attempts": REQUEST_ATTEMPTS, "mode": "standard"}}}
+    endpoint = tensorboard_s3_endpoint()
+    if endpoint and not os.environ.get("AWS_ENDPOINT_URL") and not os.environ.get("AWS_ENDPOINT_URL_S3"):
+        options["endpoint_url"] = endpoint
+        if os.environ.get("S3_VERIFY_SSL", "1") == "0":
+            options["client_kwargs"] = {"verify": False}
+    return options
+
+
+def tensorboard_s3_endpoint() -> str | None:
+    """`S3_ENDPOINT` as TensorBoard passes it to boto3; a bare `host:port` (TensorFlow's spelling)
+    gets `https://`, or `http://` with `S3_USE_HTTPS=0`."""
+    endpoint = os.environ.get("S3_ENDPOINT", "").strip()
+    if not endpoint:
+        return None
+    if "://" not in endpoint:
+        scheme = "http" if os.environ.get("S3_USE_HTTPS", "1") == "0" else "https"
+        endpoint = f"{scheme}://{endpoint}"
+    return endpoint
+
+
+def describe(error: BaseException, where: str) -> str:
+    """A message for people: what went wrong reading `where`, and what to check."""
+    text = _error_text(error)
+    if isinstance(error, PermissionError) or any(word in text for word in _AUTH):
+        return (f"{where}: access denied ({_first_line(text)}); check the credentials "
+                "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials) and the endpoint")
+    if isinstance(error, FileNotFoundError) or "NoSuchBucket" in text:
+        return f"{where}: no such bucket ({_first_line(text)}); check the bucket name and the endpoint"
+    if getattr(error, "errno", None) == errno.EBUSY or any(word in text for word in _THROTTLED):
+        return f"{where}: the store is throttling requests ({_first_line(text)})"
+    if any(word in text for word in ("connect", "Connect", "Connection", "reset", "closed", "Timeout", "timed out")):
+        return f"{where}: connection to the store failed ({_first_line(text)}); check the endpoint and the network"
+    return f"{where}: {_first_line(text) or type(error).__name__}"
+
+
+def _error_text(error: BaseException) -> str:
+    parts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        parts.append(f"{type(error).__name__}: {error}")
+        error = error.__cause__ or error.__context__
+    return " | ".join(parts)
+
+
+def _first_line(text: str) -> str:
+    return text.split(" | ")[0].splitlines()[0][:300] if text else ""
+
+
+class Backoff:
+    """Waits between attempts after failures: `BACKOFF_FIRST_S`, doubling up to `BACKOFF_MAX_S`;
+    back to `normal_s` after a success."""
+
+    def __init__(self, normal_s: float, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> None:
+        self.normal_s, self.first_s, self.max_s = normal_s, first_s, max_s
+        self.failures = 0
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+    def failed(self) -> None:
+        self.failures += 1
+
+    def wait_s(self) -> float:
+        if not self.failures:
+            return self.normal_s
+        return min(self.max_s, max(self.normal_s, self.first_s * 2 ** (self.failures - 1)))
