@@ -193,7 +193,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             summary["job"] = job_name(name)
             summary["source"] = source_format(self._logdir, name)
             runs.append(summary)
-        return _json(request, {"logdir": self._logdir, "runs": runs})
+        return _json(request, {"logdir": self._logdir, "runs": runs, "storage": self._service.storage_status()})
 
     @_route
     def _serve_report(self, request):

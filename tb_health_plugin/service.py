@@ -5,6 +5,10 @@ background thread (started by the first request) reads what was appended every
 `refresh_interval_s` and re-analyses only the analysis units whose data changed (a unit is a run,
 or every rank of a job, since cross-rank checks compare the ranks). A unit is analysed under its
 own lock, so a slow analysis delays only the requests that need that unit's report.
+
+When the logdir is on object storage and the store fails (wrong credentials, a missing bucket,
+throttling, a dropped connection), the runs read before stay served, `storage_status()` says
+what failed and when the next attempt is, and refreshes back off (`storage.Backoff`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.readers import LogdirReader
+from tb_health_plugin.readers.storage import Backoff
 from tb_health_plugin.series import RunData
 
 logger = logging.getLogger(__name__)
@@ -96,6 +101,8 @@ class HealthService:
         self._first_refresh = threading.Event()
         self.refresh_count = 0
         self.analysis_count = 0  # units analysed since start: unchanged logs add nothing
+        self._backoff = Backoff(refresh_interval_s)
+        self._next_refresh_at = 0.0  # time.time() of the next refresh
 
     # ----- background work
 
@@ -121,11 +128,29 @@ class HealthService:
                 self._analyse_changed()
             except Exception:  # noqa: BLE001 - the refresher must outlive any bad log
                 logger.exception("tb-health: refresh of %s failed", self.logdir)
-            self._stop.wait(self.refresh_interval_s)
+            wait_s = self._backoff.wait_s()
+            self._next_refresh_at = time.time() + wait_s
+            self._stop.wait(wait_s)
 
     def refresh_now(self) -> None:
         self._reader.refresh()
         self.refresh_count += 1
+        if self._reader.problem is None:
+            self._backoff.succeeded()
+        else:
+            self._backoff.failed()
+
+    def storage_status(self) -> dict[str, Any] | None:
+        """None while the logdir reads fine; else what failed, how many refreshes in a row, and
+        the seconds until the next attempt (the data read before is still served)."""
+        problem = self._reader.problem
+        if problem is None:
+            return None
+        return {
+            "message": problem,
+            "failures": self._backoff.failures,
+            "retry_in_s": round(max(0.0, self._next_refresh_at - time.time()), 1),
+        }
 
     def _ready(self) -> None:
         self.start()

@@ -29,9 +29,17 @@ export interface RunSummary {
   source?: 'tfevents' | 'mindspore' | null;
 }
 
+/** Why the logdir could not be read whole (object storage failing); the runs read before stay listed. */
+export interface StorageProblem {
+  message: string;
+  failures: number;
+  retry_in_s: number;
+}
+
 export interface RunsResponse {
   logdir: string;
   runs: RunSummary[];
+  storage?: StorageProblem | null;
 }
 
 export interface RunReport {

@@ -23,6 +23,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -42,6 +43,7 @@ from tb_health_plugin.readers.records import (
     scan_records,
 )
 from tb_health_plugin.readers.storage import (  # noqa: F401 - open_regular_file, NotARegularFile: re-exported
+    Backoff,
     LocalStorage,
     NotARegularFile,
     Storage,
@@ -54,6 +56,9 @@ from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_ta
 from tb_health_plugin.series import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
+# A failing store is said by whoever reads (the tab, the CLI with its retries), not counted as an
+# unreadable file: its own logger, outside the readers' (`commands.messages.read_problems`).
+storage_logger = logging.getLogger("tb_health_plugin.storage")
 
 READ_CHUNK_BYTES = 2 << 20  # bytes read and decoded at a time: the vectorised decoding needs a few times this as scratch
 _versions = itertools.count(1)
@@ -342,7 +347,8 @@ class LogdirReader:
                 changed = self._refresh()
                 self.problem = None
             except StorageError as error:
-                logger.warning("tb-health: %s", error)
+                if str(error) != self.problem:
+                    storage_logger.warning("tb-health: %s", error)
                 self.problem = str(error)
                 changed = False
             return changed
@@ -429,13 +435,25 @@ class LogdirReader:
         return sum(run.nbytes() for run in runs)
 
 
-def read_logdir(logdir: str | os.PathLike, formats=FORMATS) -> list[RunData]:
-    """Read every run under `logdir` once. `StorageError` when a store could not be read whole."""
+def read_logdir(logdir: str | os.PathLike, formats=FORMATS, attempts: int = 1,
+                on_retry: Callable[[str, float], None] | None = None) -> list[RunData]:
+    """Read every run under `logdir` once.
+
+    A store that fails is tried up to `attempts` times in all, waiting as `storage.Backoff` says
+    (`on_retry(problem, wait_s)` before each wait); each attempt reads only what the ones before
+    did not. `StorageError` when it still could not be read whole."""
     reader = LogdirReader(logdir, formats)
-    reader.refresh()
-    if reader.problem is not None:
-        raise StorageError(reader.problem)
-    return [reader.run(name) for name in reader.run_names()]
+    backoff = Backoff(0.0)
+    for attempt in range(1, attempts + 1):
+        reader.refresh()
+        if reader.problem is None:
+            return [reader.run(name) for name in reader.run_names()]
+        if attempt < attempts:
+            backoff.failed()
+            if on_retry is not None:
+                on_retry(reader.problem, backoff.wait_s())
+            time.sleep(backoff.wait_s())
+    raise StorageError(reader.problem)
 
 
 def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], None] | None = None,
