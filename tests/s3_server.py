@@ -43,16 +43,20 @@ class FaultProxy:
     fault: str | None = None
     fault_budget: int | None = None
     faults_served: int = 0
+    skip: int = 0  # requests passed through before the fault starts
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
 
-    def inject(self, fault: str | None, count: int | None = None) -> None:
+    def inject(self, fault: str | None, count: int | None = None, skip: int = 0) -> None:
         with self.lock:
-            self.fault, self.fault_budget, self.faults_served = fault, count, 0
+            self.fault, self.fault_budget, self.faults_served, self.skip = fault, count, 0, skip
 
     def take_fault(self) -> str | None:
         with self.lock:
             if self.fault is None or (self.fault_budget is not None and self.faults_served >= self.fault_budget):
+                return None
+            if self.skip:
+                self.skip -= 1
                 return None
             self.faults_served += 1
             return self.fault
@@ -107,7 +111,9 @@ def _handler(proxy: FaultProxy):
             for key, value in response.getheaders():
                 if key.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
                     self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
+            # A HEAD answer has no body but says the object's length, as the server said it.
+            length = response.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

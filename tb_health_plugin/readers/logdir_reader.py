@@ -58,7 +58,9 @@ from tb_health_plugin.series import Backtrack, ReadNote, RunData
 logger = logging.getLogger(__name__)
 # A failing store is said by whoever reads (the tab, the CLI with its retries), not counted as an
 # unreadable file: its own logger, outside the readers' (`commands.messages.read_problems`).
+# Where no logging is set up (the CLI), nothing is printed for it: the CLI says it in its own words.
 storage_logger = logging.getLogger("tb_health_plugin.storage")
+storage_logger.addHandler(logging.NullHandler())
 
 READ_CHUNK_BYTES = 2 << 20  # bytes read and decoded at a time: the vectorised decoding needs a few times this as scratch
 _versions = itertools.count(1)
@@ -71,6 +73,7 @@ class _FileState:
         self.resyncing = False  # looking for a valid header after a damaged one
         self.identity: tuple[int, int] | None = None  # (device, inode) read: a file renamed over it is new
         self.probe = (-1, 0)  # (offset stuck at, where the search for a later valid record resumes)
+        self.waiting_at_size = -1  # size at which the bytes left after `offset` could not be read yet
 
 
 class _RunState:
@@ -227,6 +230,9 @@ class _RunState:
                 state.resyncing = scan.resyncing
                 if scan.consumed == 0:
                     break
+        # Whatever is left (an unfinished last record) waits for the file to grow: not read again
+        # until it does (for object storage, a request per refresh saved).
+        state.waiting_at_size = size if state.offset < size else -1
         return changed
 
     def _skip_impossible_record(self, handle, state: _FileState, size: int, claimed: int) -> bool:
@@ -356,8 +362,10 @@ class LogdirReader:
     def _refresh(self) -> bool:
         found = discover_runs(self.logdir, self.formats, self.storage)
         with self._runs_lock:
-            changed = bool(set(self._runs) - set(found))
-            runs = {name: self._runs.get(name) for name in found}
+            previous = dict(self._runs)
+        changed = bool(set(previous) - set(found))
+        runs = {name: previous.get(name) for name in found}
+        name = None
         try:
             for name, files in found.items():
                 run = runs[name]
@@ -376,9 +384,12 @@ class LogdirReader:
                     runs[name] = fresh
                     changed = True
         except StorageError:
-            # Runs not reached keep their last state (or wait, if new); nothing read is dropped.
+            # The run being read when the store failed keeps its last state (a new one waits), as do
+            # the runs not reached; the runs read whole keep what they got. Nothing shown is lost.
+            if runs.get(name) is not previous.get(name):
+                runs[name] = previous.get(name)
             with self._runs_lock:
-                self._runs = {name: run for name, run in runs.items() if run is not None}
+                self._runs = {key: run for key, run in runs.items() if run is not None}
             raise
         with self._runs_lock:
             self._runs = runs
@@ -392,7 +403,7 @@ class LogdirReader:
             if run.failed_files.get(event_file.path) == size:
                 continue  # failed before and has not changed since: counted once
             known = run.files.get(event_file.path)
-            if known is not None and size == known.offset:
+            if known is not None and size in (known.offset, known.waiting_at_size):
                 continue  # nothing appended: no need to open it
             try:
                 changed = run.read_new_bytes(event_file) or changed

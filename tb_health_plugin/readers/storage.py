@@ -245,8 +245,10 @@ def storage_for(logdir: str) -> Storage:
 def filesystem_options(protocol: str) -> dict:
     """fsspec options for a protocol: for S3, TensorBoard's endpoint variables and bounded retries."""
     if protocol not in ("s3", "s3a"):
-        return {}
-    options: dict = {"config_kwargs": {"retries": {"max_attempts": REQUEST_ATTEMPTS, "mode": "standard"}}}
+        return {"skip_instance_cache": True}
+    # A fresh client per reader: fsspec's instance cache would keep the credentials of the first one.
+    options: dict = {"skip_instance_cache": True,
+                     "config_kwargs": {"retries": {"max_attempts": REQUEST_ATTEMPTS, "mode": "standard"}}}
     endpoint = tensorboard_s3_endpoint()
     if endpoint and not os.environ.get("AWS_ENDPOINT_URL") and not os.environ.get("AWS_ENDPOINT_URL_S3"):
         options["endpoint_url"] = endpoint
