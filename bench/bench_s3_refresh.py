@@ -16,11 +16,16 @@ refresh; the listing's bytes are the XML of ListObjectsV2 (one page per 1,000 ke
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
-from tb_health_plugin.readers import LogdirReader
-from tests.s3_server import client_env, environment, fault_proxy, moto_server, s3_client
-from tests.test_storage_s3 import loss_records
+# Parse with upb, as a TensorBoard process does: keep the test package from importing MindSpore
+# (which switches protobuf to its pure-python backend).
+sys.modules.setdefault("mindspore", None)
+
+from tb_health_plugin.readers import LogdirReader  # noqa: E402
+from tests.s3_server import client_env, environment, fault_proxy, moto_server, s3_client  # noqa: E402
+from tests.test_storage_s3 import loss_records  # noqa: E402
 
 RUNS = 1000
 STEPS = 200  # records per run at first

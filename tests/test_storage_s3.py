@@ -24,6 +24,7 @@ import pytest
 from tb_health_plugin.commands.check import check_logdir
 from tb_health_plugin.readers import LogdirReader, read_logdir
 from tb_health_plugin.service import HealthService
+from tests.browser import HealthTab, chromium, chromium_path, new_page
 from tests.eventlogs import write_scalars
 from tests.readers_fixtures import event, scalar_value
 from tests.s3_server import (
@@ -135,6 +136,34 @@ def test_the_tab_in_tensorboard_on_a_bucket_matches_a_local_copy(store):
                 time.sleep(0.5)
         assert len(points) == 300
         assert sorted(get_json(base + "/data/runs")) == sorted(expected)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
+def test_the_tab_says_when_the_store_throttles_and_keeps_the_runs_read_before(store):
+    _, proxy, _ = store
+    proxy.inject(None)
+    banner = "w => { const b = w.document.querySelector('.storage-problem'); return b && !b.hidden && b.textContent; }"
+    rows = "w => w.document.querySelectorAll('tr.run-row').length"
+    with environment(client_env(proxy.url)), running_tensorboard(f"s3://{BUCKET}/{PREFIX}") as base:
+        get_json(base + "/data/plugin/health/runs", timeout=180)
+        with chromium() as browser, new_page(browser) as page:
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            tab = HealthTab(page, base).open()
+            tab.wait_until(f"w => ({rows})(w) === 4", timeout_s=120)
+            assert not tab.eval(banner)
+            try:
+                proxy.inject("slowdown")
+                text = tab.wait_until(banner, timeout_s=120)
+                assert "throttling" in text and "Retrying in" in text and "still shown" in text, text
+                assert tab.eval(rows) == 4  # what was read before stays on screen
+                tab.screenshot("storage-throttled")
+            finally:
+                proxy.inject(None)
+            tab.wait_until(f"w => !({banner})(w)", timeout_s=180)  # the store is back: the banner goes
+            assert tab.eval(rows) == 4
+            assert errors == []
 
 
 # ----- incremental: one listing, ranged reads of new bytes only
