@@ -207,6 +207,34 @@ def test_a_refresh_lists_once_and_reads_only_the_new_bytes_of_a_grown_object(sto
     assert steps.tolist() == list(range(400))
 
 
+def test_many_grown_objects_cost_one_ranged_read_each_fetched_together(store, through_proxy):
+    """Reads of several grown files are sent together (`Storage.prefetch`): still one ranged GET
+    per file, from where its data ends, and every point arrives once."""
+    endpoint, proxy, _ = store
+    client = s3_client(endpoint)
+    client.create_bucket(Bucket="many")
+    records = loss_records(range(120))
+    keys = [f"job/run_{index}/events.out.tfevents.1767000000.host.{index}.0" for index in range(6)]
+    for key in keys:
+        client.put_object(Bucket="many", Key=key, Body=b"".join(records[:80]))
+    reader = LogdirReader("s3://many/job")
+    proxy.reset_counts()
+    reader.refresh()
+    reads = [r for r in proxy.requests if r.range]
+    assert len(proxy.requests) == 1 + len(keys) and len(reads) == len(keys)
+    assert {r.range for r in reads} == {f"bytes=0-{len(b''.join(records[:80])) - 1}"}
+    for key in keys[:4]:
+        client.put_object(Bucket="many", Key=key, Body=b"".join(records))
+    proxy.reset_counts()
+    reader.refresh()
+    reads = [r for r in proxy.requests if r.range]
+    old, new = len(b"".join(records[:80])), len(b"".join(records))
+    assert len(proxy.requests) == 5 and [r.range for r in reads] == [f"bytes={old}-{new - 1}"] * 4
+    assert sum(r.body_bytes for r in reads) == 4 * (new - old)
+    lengths = {name: reader.run(name).scalars["loss"].steps.tolist() for name in reader.run_names()}
+    assert lengths == {f"run_{i}": list(range(120 if i < 4 else 80)) for i in range(6)}
+
+
 def test_the_service_keeps_what_it_read_and_says_why_while_the_store_throttles(store, through_proxy):
     proxy = through_proxy
     service = HealthService(f"s3://{BUCKET}/{PREFIX}")

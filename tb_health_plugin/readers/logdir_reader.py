@@ -365,6 +365,7 @@ class LogdirReader:
             previous = dict(self._runs)
         changed = bool(set(previous) - set(found))
         runs = {name: previous.get(name) for name in found}
+        self.storage.prefetch(self._new_byte_ranges(found, runs))
         name = None
         try:
             for name, files in found.items():
@@ -394,6 +395,23 @@ class LogdirReader:
         with self._runs_lock:
             self._runs = runs
         return changed
+
+    def _new_byte_ranges(self, found: dict[str, list[EventFile]], runs: dict) -> list[tuple[str, int, int]]:
+        """The first chunk each file's next read will ask for (for `Storage.prefetch`)."""
+        ranges = []
+        for name, files in found.items():
+            run = runs.get(name)
+            for event_file in files:
+                size, _identity = self.storage.size(event_file.path)
+                known = run.files.get(event_file.path) if run is not None else None
+                offset = known.offset if known is not None else 0
+                if known is not None and size == known.waiting_at_size:
+                    continue
+                if run is not None and run.failed_files.get(event_file.path) == size:
+                    continue
+                if size > offset:
+                    ranges.append((event_file.path, offset, min(size, offset + READ_CHUNK_BYTES)))
+        return ranges
 
     @staticmethod
     def _read_run(run: _RunState, files: list[EventFile]) -> bool:
