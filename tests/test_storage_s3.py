@@ -283,6 +283,36 @@ def test_a_store_failing_mid_read_keeps_the_runs_read_so_far(store, through_prox
         s3_client(endpoint).delete_object(Bucket=BUCKET, Key=late)
 
 
+def test_the_hooks_write_to_a_bucket_and_the_reader_takes_each_flush_as_it_arrives(store, through_proxy):
+    """`HealthLogger(log_dir="s3://...")` writes through TensorBoard's own writer, which uploads
+    the whole file at each flush (objects cannot be appended to); each refresh reads only what
+    the flush added."""
+    from trainer_hooks import HealthLogger
+
+    endpoint, proxy, _ = store
+    s3_client(endpoint).create_bucket(Bucket="hooks")
+    logger = HealthLogger("s3://hooks/job", collect_freq=1, rank=0, world_size=1, online_analysis=False)
+    reader = LogdirReader("s3://hooks/job")
+    try:
+        for step in range(1, 61):
+            logger.log_step(step, 2.0 / (1 + step / 20), lr=1e-3, grad_norm=1.0)
+        logger.flush()
+        reader.refresh()
+        assert reader.run_names() == ["rank_0"] and reader.problem is None
+        loss_tag = next(tag for tag in reader.run("rank_0").scalars if tag.endswith("loss"))
+        assert reader.run("rank_0").scalars[loss_tag].steps.tolist() == list(range(1, 61))
+        for step in range(61, 121):
+            logger.log_step(step, 2.0 / (1 + step / 20), lr=1e-3, grad_norm=1.0)
+        logger.flush()
+        proxy.reset_counts()
+        reader.refresh()
+        (read,) = [r for r in proxy.requests if r.range]
+        assert not read.range.startswith("bytes=0-")  # the new bytes only
+        assert reader.run("rank_0").scalars[loss_tag].steps.tolist() == list(range(1, 121))
+    finally:
+        logger.close()
+
+
 # ----- failures in the CLI: one clear line, a retry, never a traceback
 
 
