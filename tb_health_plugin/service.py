@@ -101,7 +101,7 @@ class HealthService:
         self._first_refresh = threading.Event()
         self.refresh_count = 0
         self.analysis_count = 0  # units analysed since start: unchanged logs add nothing
-        self._backoff = Backoff(refresh_interval_s)
+        self._backoff = Backoff()
         self._next_refresh_at = 0.0  # time.time() of the next refresh
 
     # ----- background work
@@ -128,7 +128,7 @@ class HealthService:
                 self._analyse_changed()
             except Exception:  # noqa: BLE001 - the refresher must outlive any bad log
                 logger.exception("tb-health: refresh of %s failed", self.logdir)
-            wait_s = self._backoff.wait_s()
+            wait_s = self._backoff.wait_s(self.refresh_interval_s)
             self._next_refresh_at = time.time() + wait_s
             self._stop.wait(wait_s)
 

@@ -252,12 +252,12 @@ def test_the_service_keeps_what_it_read_and_says_why_while_the_store_throttles(s
         for name, data in before.items():
             assert service._reader.run(name) is data
     assert service.storage_status()["failures"] == 2
-    assert service._backoff.wait_s() > service.refresh_interval_s  # the next attempt backs off
+    assert service._backoff.wait_s(service.refresh_interval_s) > service.refresh_interval_s  # the next attempt backs off
 
     proxy.inject(None)
     service.refresh_now()
     assert service.storage_status() is None
-    assert service._backoff.wait_s() == service.refresh_interval_s
+    assert service._backoff.wait_s(service.refresh_interval_s) == service.refresh_interval_s
 
 
 def test_a_store_failing_mid_read_keeps_the_runs_read_so_far(store, through_proxy):

@@ -365,7 +365,8 @@ class LogdirReader:
             previous = dict(self._runs)
         changed = bool(set(previous) - set(found))
         runs = {name: previous.get(name) for name in found}
-        self.storage.prefetch(self._new_byte_ranges(found, runs))
+        if self.storage.fetches_ahead:
+            self.storage.prefetch(self._new_byte_ranges(found, runs))
         name = None
         try:
             for name, files in found.items():
@@ -472,7 +473,7 @@ def read_logdir(logdir: str | os.PathLike, formats=FORMATS, attempts: int = 1,
     (`on_retry(problem, wait_s)` before each wait); each attempt reads only what the ones before
     did not. `StorageError` when it still could not be read whole."""
     reader = LogdirReader(logdir, formats)
-    backoff = Backoff(0.0)
+    backoff = Backoff()
     for attempt in range(1, attempts + 1):
         reader.refresh()
         if reader.problem is None:
@@ -480,8 +481,8 @@ def read_logdir(logdir: str | os.PathLike, formats=FORMATS, attempts: int = 1,
         if attempt < attempts:
             backoff.failed()
             if on_retry is not None:
-                on_retry(reader.problem, backoff.wait_s())
-            time.sleep(backoff.wait_s())
+                on_retry(reader.problem, backoff.wait_s(0.0))
+            time.sleep(backoff.wait_s(0.0))
     raise StorageError(reader.problem)
 
 

@@ -56,6 +56,8 @@ def is_url(logdir: str) -> bool:
 class Storage(Protocol):
     """What the readers need from where the files are."""
 
+    fetches_ahead: bool  # whether `prefetch` is worth calling
+
     def listing(self, logdir: str) -> Iterable[tuple[str, list[str], list[str]]]:
         """(folder, subfolders, file names) for every folder under `logdir`, top-down."""
 
@@ -81,6 +83,8 @@ class Storage(Protocol):
 
 class LocalStorage:
     """The local file system, read the fast way: `os.scandir`, `os.stat`, plain file reads."""
+
+    fetches_ahead = False  # reads one by one are fast
 
     def listing(self, logdir: str):
         from tb_health_plugin.readers.discovery import unreadable_folder, walk_folders
@@ -145,6 +149,8 @@ class RemoteStorage:
     never past it, so a refresh costs one listing plus one ranged GET per grown file (per
     `READ_CHUNK_BYTES` of new data).
     """
+
+    fetches_ahead = True  # a round trip per read: worth sending many at once
 
     def __init__(self, url: str) -> None:
         import fsspec
@@ -336,10 +342,10 @@ def _first_line(text: str) -> str:
 
 class Backoff:
     """Waits between attempts after failures: `BACKOFF_FIRST_S`, doubling up to `BACKOFF_MAX_S`;
-    back to `normal_s` after a success."""
+    the normal interval again after a success."""
 
-    def __init__(self, normal_s: float, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> None:
-        self.normal_s, self.first_s, self.max_s = normal_s, first_s, max_s
+    def __init__(self, first_s: float = BACKOFF_FIRST_S, max_s: float = BACKOFF_MAX_S) -> None:
+        self.first_s, self.max_s = first_s, max_s
         self.failures = 0
 
     def succeeded(self) -> None:
@@ -348,7 +354,8 @@ class Backoff:
     def failed(self) -> None:
         self.failures += 1
 
-    def wait_s(self) -> float:
+    def wait_s(self, normal_s: float) -> float:
+        """Seconds until the next attempt, for a caller that refreshes every `normal_s`."""
         if not self.failures:
-            return self.normal_s
-        return min(self.max_s, max(self.normal_s, self.first_s * 2 ** (self.failures - 1)))
+            return normal_s
+        return min(self.max_s, max(normal_s, self.first_s * 2 ** (self.failures - 1)))
