@@ -316,6 +316,12 @@ def test_the_hooks_write_to_a_bucket_and_the_reader_takes_each_flush_as_it_arriv
 # ----- failures in the CLI: one clear line, a retry, never a traceback
 
 
+def test_an_unknown_protocol_is_one_line_not_a_traceback():
+    result = cli("check", "nosuchprotocol://bucket/job", env={})
+    assert result.returncode == 2
+    assert "cannot read nosuchprotocol:// URLs" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_check_says_no_such_bucket_without_a_traceback(store):
     endpoint, _, _ = store
     result = cli("check", "s3://no-such-bucket/job", env=client_env(endpoint))

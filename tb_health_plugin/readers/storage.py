@@ -153,28 +153,42 @@ class RemoteStorage:
     fetches_ahead = True  # a round trip per read: worth sending many at once
 
     def __init__(self, url: str) -> None:
-        import fsspec
-
         self.url = url.rstrip("/")
         self.protocol = self.url.partition("://")[0]
-        self.fs = fsspec.filesystem(self.protocol, **filesystem_options(self.protocol))
-        if hasattr(self.fs, "retries"):
-            self.fs.retries = REQUEST_ATTEMPTS  # s3fs's own retries (of throttling), around the client's
+        self._fs = None
         self._sizes: dict[str, int] = {}
         self._prefetched: dict[str, tuple[int, bytes]] = {}  # path -> (start, bytes) fetched ahead
         self.requests = 0  # listings and reads sent (each may be retried by the client library)
         self.bytes_read = 0
+
+    @property
+    def fs(self):
+        """The fsspec file system, made on first use; `StorageError` saying what to install when
+        the protocol's package is missing or the protocol is unknown."""
+        if self._fs is None:
+            try:
+                import fsspec
+
+                fs = fsspec.filesystem(self.protocol, **filesystem_options(self.protocol))
+            except (ImportError, ValueError) as error:
+                hint = " (pip install 'tb-health-plugin[s3]')" if self.protocol in ("s3", "s3a") else ""
+                raise StorageError(f"{self.url}: cannot read {self.protocol}:// URLs: {error}{hint}") from error
+            if hasattr(fs, "retries"):
+                fs.retries = REQUEST_ATTEMPTS  # s3fs's own retries (of throttling), around the client's
+            self._fs = fs
+        return self._fs
 
     def _url(self, path: str) -> str:
         return f"{self.protocol}://{path}"
 
     def listing(self, logdir: str):
         """One recursive listing of the prefix, grouped into folders (top-down)."""
-        root = self.fs._strip_protocol(logdir.rstrip("/"))
-        self.fs.invalidate_cache()
+        fs = self.fs
+        root = fs._strip_protocol(logdir.rstrip("/"))
+        fs.invalidate_cache()
         self.requests += 1
         try:
-            found = self.fs.find(root, detail=True)
+            found = fs.find(root, detail=True)
         except FileNotFoundError as error:
             raise StorageError(describe(error, logdir)) from error
         except Exception as error:  # noqa: BLE001 - every client failure becomes a message
