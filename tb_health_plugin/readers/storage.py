@@ -330,15 +330,15 @@ def describe(error: BaseException, where: str) -> str:
     """A message for people: what went wrong reading `where`, and what to check."""
     text = _error_text(error)
     if isinstance(error, PermissionError) or any(word in text for word in _AUTH):
-        return (f"{where}: access denied ({_first_line(text)}); check the credentials "
+        return (f"{where}: access denied ({_reason(error)}); check the credentials "
                 "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials) and the endpoint")
     if isinstance(error, FileNotFoundError) or "NoSuchBucket" in text:
-        return f"{where}: no such bucket ({_first_line(text)}); check the bucket name and the endpoint"
+        return f"{where}: no such bucket ({_reason(error)}); check the bucket name and the endpoint"
     if getattr(error, "errno", None) == errno.EBUSY or any(word in text for word in _THROTTLED):
-        return f"{where}: the store is throttling requests ({_first_line(text)})"
+        return f"{where}: the store is throttling requests ({_reason(error)})"
     if any(word in text for word in ("connect", "Connect", "Connection", "reset", "closed", "Timeout", "timed out")):
-        return f"{where}: connection to the store failed ({_first_line(text)}); check the endpoint and the network"
-    return f"{where}: {_first_line(text) or type(error).__name__}"
+        return f"{where}: connection to the store failed ({_reason(error)}); check the endpoint and the network"
+    return f"{where}: {type(error).__name__}: {_reason(error)}"
 
 
 def _error_text(error: BaseException) -> str:
@@ -350,8 +350,10 @@ def _error_text(error: BaseException) -> str:
     return " | ".join(parts)
 
 
-def _first_line(text: str) -> str:
-    return text.split(" | ")[0].splitlines()[0][:300] if text else ""
+def _reason(error: BaseException) -> str:
+    """What the server or the client said, on one line (`[Errno 16]` and the like left out)."""
+    text = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return (text.splitlines() or [""])[0][:300]
 
 
 class Backoff:
