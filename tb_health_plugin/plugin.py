@@ -144,8 +144,9 @@ class HealthPlugin(base_plugin.TBPlugin):
 
     def _serve_runs(self, request):
         if self._service is None:
-            return _json(request, {"logdir": "", "runs": [], "jobs": [], "config": None})
-        return _json(request, self._service.overview())
+            return _json(request, {"logdir": "", "runs": [], "jobs": [], "config": None, "storage": None})
+        # the overview is cached per data version; the store's state changes without new data
+        return _json(request, {**self._service.overview(), "storage": self._service.storage_status()})
 
     def _serve_report(self, request):
         service = self._require_service()

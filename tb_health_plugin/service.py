@@ -10,6 +10,10 @@ What the routes answer is decided here, cached per data version: the role of eac
 the logdir's `tb-health.toml` overrides, the same the CLI reads), each run's summary and each
 job's roll-up for the overview, the versioned report. Unknown runs raise TensorBoard's
 `errors.NotFoundError`, which TensorBoard's application turns into a 404.
+
+When the logdir is on object storage and the store fails (wrong credentials, a missing bucket,
+throttling, a dropped connection), the runs read before stay served, `storage_status()` says
+what failed and when the next attempt is, and refreshes back off (`storage.Backoff`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from tb_health_plugin.logdir_config import (
 )
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
+from tb_health_plugin.readers.storage import Backoff
 from tb_health_plugin.roles import RoleMap, resolve_roles
 from tb_health_plugin.series import RunData
 from tb_health_plugin.views import overview as overview_view
@@ -135,6 +140,8 @@ class HealthService:
         self.config_error: str | None = None
         self._roles: dict[str, tuple[tuple, RoleMap]] = {}  # run -> ((version, overrides), roles)
         self._overview: tuple | None = None  # (versions, reports and config; response; the reports)
+        self._backoff = Backoff()
+        self._next_refresh_at = 0.0  # time.time() of the next refresh
 
     # ----- background work
 
@@ -160,12 +167,30 @@ class HealthService:
                 self._analyse_changed()
             except Exception:  # noqa: BLE001 - the refresher must outlive any bad log
                 logger.exception("tb-health: refresh of %s failed", self.logdir)
-            self._stop.wait(self.refresh_interval_s)
+            wait_s = self._backoff.wait_s(self.refresh_interval_s)
+            self._next_refresh_at = time.time() + wait_s
+            self._stop.wait(wait_s)
 
     def refresh_now(self) -> None:
         self._reload_config()
         self._reader.refresh()
         self.refresh_count += 1
+        if self._reader.problem is None:
+            self._backoff.succeeded()
+        else:
+            self._backoff.failed()
+
+    def storage_status(self) -> dict[str, Any] | None:
+        """None while the logdir reads fine; else what failed, how many refreshes in a row, and
+        the seconds until the next attempt (the data read before is still served)."""
+        problem = self._reader.problem
+        if problem is None:
+            return None
+        return {
+            "message": problem,
+            "failures": self._backoff.failures,
+            "retry_in_s": round(max(0.0, self._next_refresh_at - time.time()), 1),
+        }
 
     def _reload_config(self) -> None:
         signature = config_signature(self.logdir)

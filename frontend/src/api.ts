@@ -36,12 +36,20 @@ export interface JobSummary extends RunSummary {
   ranks: string[];
 }
 
+/** Why the logdir could not be read whole (object storage failing); the runs read before stay listed. */
+export interface StorageProblem {
+  message: string;
+  failures: number;
+  retry_in_s: number;
+}
+
 export interface RunsResponse {
   logdir: string;
   runs: RunSummary[];
   jobs: JobSummary[];
   /** The logdir's tb-health.toml, as the CLI reads it too. */
   config: {file: string | null; tags: Record<string, string>; error: string | null} | null;
+  storage?: StorageProblem | null;
 }
 
 export interface RunReport {

@@ -3,7 +3,7 @@
 // without rebuilding them, so selection, zoom and scroll survive every refresh.
 
 import {visibleName} from './format';
-import {api, type RunSummary} from './api';
+import {api, type RunSummary, type StorageProblem} from './api';
 import {setTensorBoardRuns} from './colors';
 import {CompareView} from './compare';
 import {el} from './dom';
@@ -30,6 +30,8 @@ export class App {
   private readonly tabs = new Map<View, HTMLButtonElement>();
   private readonly refreshState = el('span', {class: 'refresh-state muted'});
   private readonly errorBanner = el('div', {class: 'error-banner', attrs: {hidden: ''}});
+  /** The logdir could not be read whole (object storage failing): said above the runs read before. */
+  private readonly storageBanner = el('div', {class: 'error-banner storage-problem', attrs: {hidden: '', role: 'status'}});
   private readonly langButtons = new Map<Lang, HTMLButtonElement>();
   private readonly main = el('main', {class: 'main'});
   private readonly poller = new Poller(POLL_INTERVAL_MS, () => this.refresh());
@@ -77,6 +79,7 @@ export class App {
           langSwitch,
         ]),
         this.errorBanner,
+        this.storageBanner,
         this.main,
       ]),
     );
@@ -93,6 +96,7 @@ export class App {
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
+      this.showStorageProblem(response.storage ?? null);
       this.overview.update(this.runs, response.logdir, response.jobs);
       this.runView.setRuns(this.runs);
       this.runView.logdir = response.logdir;
@@ -102,6 +106,13 @@ export class App {
       this.errorBanner.textContent = t('loadFailed', {error: String((error as Error).message ?? error)});
     }
     this.renderRefreshState();
+  }
+
+  private showStorageProblem(problem: StorageProblem | null): void {
+    this.storageBanner.hidden = problem === null;
+    this.storageBanner.textContent = problem
+      ? t('storageProblem', {error: problem.message, seconds: String(Math.ceil(problem.retry_in_s))})
+      : '';
   }
 
   /** TensorBoard's own run list gives its run colours. Its loader can be slow or stuck (a huge

@@ -23,11 +23,13 @@ from tb_health_plugin.logdir_config import CONFIG_FILE, LogdirConfigError, load_
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_UNREADABLE = 2  # part of LOGDIR could not be read: the report covers only the rest
+STORAGE_ATTEMPTS = 4  # reads of a failing store before giving up: waits of 2, 4 and 8 s (`storage.Backoff`)
 PROG = "tb-health check"
 EXIT_CODES_HELP = (
     "exit codes: 0 no finding reaches --fail-on; 1 one does; 2 usage error, LOGDIR unreadable or "
-    f"without event files, a --tag naming a tag no run has, a {CONFIG_FILE} that cannot be used, a file or folder under LOGDIR that "
-    "could not be read (the report covers the rest) or a report that could not be written; "
+    f"without event files, a --tag naming a tag no run has, a {CONFIG_FILE} that cannot be used, "
+    "a file or folder under LOGDIR that could not be read (the report covers the rest), object "
+    f"storage still failing after {STORAGE_ATTEMPTS} attempts, or a report that could not be written; "
     "130 interrupted (Ctrl-C); 141 stdout closed before the report was written (e.g. | head)."
 )
 BIG_LOGDIR_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
@@ -42,7 +44,8 @@ def register(subparsers) -> None:
         "its health. Names from the logs are printed with control characters escaped.",
         epilog=EXIT_CODES_HELP,
     )
-    parser.add_argument("logdir", metavar="LOGDIR")
+    parser.add_argument("logdir", metavar="LOGDIR",
+                        help="a folder, or a URL such as s3://bucket/prefix (read through fsspec)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     parser.add_argument(
         "--fail-on",
@@ -93,12 +96,17 @@ def run(args: argparse.Namespace) -> int:
         say(PROG, problem)
         return EXIT_USAGE
     progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir))
+    from tb_health_plugin.readers.storage import StorageError  # the readers pull in protobuf: import on use
+
     with read_problems(PROG) as problems:
         try:
             report = check_logdir(args.logdir, overrides, progress)
         except (MissingTagError, LogdirConfigError) as error:
             say(PROG, str(error))
             return EXIT_USAGE
+        except StorageError as error:  # object storage still failing after the retries
+            say(PROG, f"{error} (gave up after {STORAGE_ATTEMPTS} attempts)")
+            return EXIT_UNREADABLE
     if not report["runs"]:
         say(PROG, f"no event files found under {args.logdir}")
         return EXIT_USAGE
@@ -120,7 +128,11 @@ class MissingTagError(ValueError):
 
 
 def logdir_problem(logdir: str) -> str | None:
-    """Why LOGDIR cannot be analysed, or None."""
+    """Why LOGDIR cannot be analysed, or None. A URL (object storage) is checked by reading it."""
+    from tb_health_plugin.readers.storage import is_url
+
+    if is_url(logdir):
+        return None
     if not os.path.exists(logdir):
         return f"{logdir}: no such directory"
     if not os.path.isdir(logdir):
@@ -140,7 +152,8 @@ def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress:
     from_file = load_logdir_config(logdir).tags
     progress.say(f"reading {logdir} ...")
     started = time.perf_counter()
-    runs = read_logdir(logdir)
+    runs = read_logdir(logdir, attempts=STORAGE_ATTEMPTS,
+                       on_retry=lambda problem, wait_s: progress.warn(f"{problem}; retrying in {wait_s:.0f} s"))
     check_overrides_present(runs, overrides or {}, progress)
     check_overrides_present(runs, {r: t for r, t in from_file.items() if r not in (overrides or {})}, progress,
                             source=CONFIG_FILE)

@@ -16,7 +16,6 @@ converted) or DST not writable; 130 interrupted, 141 stdout closed early (see `c
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from tb_health_plugin.commands.messages import read_problems, say
 from tb_health_plugin.graphs.summary_graphs import latest_graph_event
 from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
 from tb_health_plugin.readers.logdir_reader import read_run
+from tb_health_plugin.readers.storage import StorageError, is_url, storage_for
 from tb_health_plugin.readers.tfevents_writer import CONVERTED_SUFFIX, write_run
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
@@ -45,8 +45,9 @@ def register(subparsers) -> None:
         "folder under SRC that could not be read (the rest is converted) or DST not writable; "
         "130 interrupted (Ctrl-C); 141 stdout closed early.",
     )
-    parser.add_argument("src", metavar="SRC", help="logdir holding MindSpore summary files")
-    parser.add_argument("dst", metavar="DST", help="logdir to write tfevents into (may be SRC itself)")
+    parser.add_argument("src", metavar="SRC", help="logdir holding MindSpore summary files: a folder, or a URL "
+                        "such as s3://bucket/prefix (read through fsspec)")
+    parser.add_argument("dst", metavar="DST", help="local logdir to write tfevents into (may be SRC itself)")
     parser.add_argument("--overwrite", action="store_true",
                         help=f"replace files an earlier conversion wrote into DST (*{CONVERTED_SUFFIX})")
     parser.add_argument("--no-nonfinite-scalars", dest="nonfinite_scalars", action="store_false",
@@ -62,11 +63,8 @@ def _usage_error(message: str) -> int:
     return EXIT_USAGE
 
 
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0  # unreadable: reading it says so, once
+def _size(storage, path: str) -> int:
+    return max(0, storage.size(path)[0])  # unreadable: reading it says so, once
 
 
 def _earlier_conversions(folder: Path) -> list[Path]:
@@ -91,15 +89,21 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    src, dst = Path(args.src), Path(args.dst)
-    if not src.exists():
+    src, dst = (args.src if is_url(args.src) else Path(args.src)), Path(args.dst)
+    if is_url(args.dst):
+        return _usage_error(f"DST {args.dst}: give a local folder (copy it to object storage afterwards)")
+    if isinstance(src, Path) and not src.exists():
         return _usage_error(f"SRC {src} does not exist")
-    if not src.is_dir():
+    if isinstance(src, Path) and not src.is_dir():
         return _usage_error(f"SRC {src} is not a directory (give the folder holding the summary files)")
     if dst.exists() and not dst.is_dir():
         return _usage_error(f"DST {dst} exists and is not a directory")
     with read_problems(PROG) as problems:
-        code = _convert(args, src, dst)
+        try:
+            code = _convert(args, src, dst)
+        except StorageError as error:  # object storage failing (`readers/storage.py`): nothing written past it
+            say(PROG, f"error: {error}")
+            return EXIT_UNREADABLE
     if problems.count and code != EXIT_USAGE:
         say(PROG, f"{problems.count} unreadable path{'s' if problems.count != 1 else ''} under {src} "
             f"left out (exit {EXIT_UNREADABLE})")
@@ -107,8 +111,9 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _convert(args: argparse.Namespace, src: Path, dst: Path) -> int:
-    runs = discover_runs(str(src), (MINDSPORE,))
+def _convert(args: argparse.Namespace, src: Path | str, dst: Path) -> int:
+    storage = storage_for(str(src))
+    runs = discover_runs(str(src), (MINDSPORE,), storage)
     if not runs:
         say(PROG, f"no MindSpore summary files (events.out.events.summary.*_MS) under {src}")
         return EXIT_NOTHING
@@ -116,7 +121,7 @@ def _convert(args: argparse.Namespace, src: Path, dst: Path) -> int:
     existing = [path for folder in targets.values() for path in _earlier_conversions(folder)]
     if existing and not args.overwrite:
         return _usage_error(f"{existing[0]} is from an earlier conversion; pass --overwrite to replace it")
-    sizes = {name: sum(_size(f.path) for f in files) for name, files in runs.items()}
+    sizes = {name: sum(_size(storage, f.path) for f in files) for name, files in runs.items()}
     total = sum(sizes.values())
     show_progress = args.progress == "always" or (
         args.progress == "auto" and (sys.stderr.isatty() or total >= BIG_INPUT_BYTES)
@@ -128,8 +133,8 @@ def _convert(args: argparse.Namespace, src: Path, dst: Path) -> int:
     scalars = histograms = skipped = empty = graphs = 0
     for index, (name, files) in enumerate(sorted(runs.items()), 1):
         progress.line(f"[{index}/{len(runs)}] {name}: {sizes[name] / 1e6:.1f} MB")
-        data = read_run(name, files, on_bytes_read=progress.advance)
-        graph_event = _graph_event(files)
+        data = read_run(name, files, on_bytes_read=progress.advance, storage=storage)
+        graph_event = None if is_url(str(src)) else _graph_event(files)  # graphs: local summaries only
         graphs += graph_event is not None
         stats = write_run(data, targets[name], nonfinite_scalars=args.nonfinite_scalars, graph_event=graph_event)
         scalars += stats.scalar_points

@@ -19,6 +19,9 @@ not followed (as `os.walk` does not), so a link cycle cannot loop.
 Files of a run are read in the order they were started: by the timestamp in their name, then by
 name with numbers compared as numbers, so a resumed training's later file comes after the file
 it resumes.
+
+The folders come from a `storage.Storage`: the local file system walked as above, or one listing
+of an object-store prefix (`s3://bucket/prefix`), where the same naming rules apply.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+
+from tb_health_plugin.readers.storage import Storage, storage_for
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +68,6 @@ def event_file_format(name: str) -> str | None:
     if _MINDSPORE_SUMMARY.match(name):
         return MINDSPORE
     return None
-
-
-def run_name(logdir: str, folder: str) -> str:
-    relative = os.path.relpath(folder, logdir)
-    return "." if relative == "." else relative.replace(os.sep, "/")
 
 
 def is_special_file(path: str) -> bool:
@@ -107,28 +107,32 @@ def walk_folders(top: str, onerror=None):
         stack.extend(os.path.join(folder, name) for name in sorted(subfolders, reverse=True))
 
 
-def discover_runs(logdir: str, formats=FORMATS) -> dict[str, list[EventFile]]:
-    """Map each run name to its event files in read order. A missing logdir has no runs."""
+def discover_runs(logdir: str, formats=FORMATS, storage: Storage | None = None) -> dict[str, list[EventFile]]:
+    """Map each run name to its event files in read order. A missing logdir has no runs.
+
+    `storage` defaults to the one for `logdir` (local, or fsspec for a URL); a store that cannot
+    be listed raises `storage.StorageError`."""
+    storage = storage if storage is not None else storage_for(logdir)
     runs: dict[str, list[EventFile]] = {}
-    for folder, _subfolders, names in walk_folders(logdir, onerror=_unreadable_folder):
+    for folder, _subfolders, names in storage.listing(logdir):
         kinds = {name: event_file_format(name) for name in names}
         kinds = {name: kind for name, kind in kinds.items()
-                 if kind is None or not is_special_file(os.path.join(folder, name))}
+                 if kind is None or storage.is_regular(storage.join(folder, name))}
         has_mindspore = MINDSPORE in kinds.values()
         files = [
-            EventFile(os.path.join(folder, name), kind)
+            EventFile(storage.join(folder, name), kind)
             for name, kind in kinds.items()
             if kind in formats and not (has_mindspore and kind == TFEVENTS and name.endswith(CONVERTED_SUFFIX))
         ]
         if any(kind in formats for kind in kinds.values()):
-            runs[run_name(logdir, folder)] = sorted(files, key=lambda f: f.sort_key)
+            runs[storage.relative(logdir, folder)] = sorted(files, key=lambda f: f.sort_key)
     return runs
 
 
 _warned_folders: set[str] = set()
 
 
-def _unreadable_folder(error: OSError) -> None:
+def unreadable_folder(error: OSError) -> None:
     """A folder os.walk cannot list: warned once per folder (a live reader walks again and again).
     A folder gone (or a logdir not made yet) is not unreadable."""
     if not isinstance(error, FileNotFoundError) and error.filename not in _warned_folders:

@@ -9,6 +9,11 @@ are skipped and counted in `RunData.skipped_records` (with a `RunData.notes` ent
 length field made bytes be skipped); nothing in a file makes `refresh()` raise, and a FIFO or
 other special file is never opened blocking.
 
+Files are read through a `storage.Storage`: the local file system, or for a URL logdir an object
+store through fsspec (one listing per refresh, ranged reads of the new bytes). A store that fails
+(`StorageError`) ends the refresh early: nothing read before is dropped, the offsets stay where
+the data ends, `problem` says what happened, and the next refresh tries again.
+
 Threads: refreshes are serialised; `run()` and `version()` only wait for the run being read.
 """
 
@@ -17,8 +22,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import stat
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -37,11 +42,25 @@ from tb_health_plugin.readers.records import (
     masked_crc,
     scan_records,
 )
+from tb_health_plugin.readers.storage import (  # noqa: F401 - open_regular_file, NotARegularFile: re-exported
+    Backoff,
+    LocalStorage,
+    NotARegularFile,
+    Storage,
+    StorageError,
+    open_regular_file,
+    storage_for,
+)
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
 from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
 from tb_health_plugin.series import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
+# A failing store is said by whoever reads (the tab, the CLI with its retries), not counted as an
+# unreadable file: its own logger, outside the readers' (`commands.messages.read_problems`).
+# Where no logging is set up (the CLI), nothing is printed for it: the CLI says it in its own words.
+storage_logger = logging.getLogger("tb_health_plugin.storage")
+storage_logger.addHandler(logging.NullHandler())
 
 READ_CHUNK_BYTES = 2 << 20  # bytes read and decoded at a time: the vectorised decoding needs a few times this as scratch
 _versions = itertools.count(1)
@@ -54,13 +73,15 @@ class _FileState:
         self.resyncing = False  # looking for a valid header after a damaged one
         self.identity: tuple[int, int] | None = None  # (device, inode) read: a file renamed over it is new
         self.probe = (-1, 0)  # (offset stuck at, where the search for a later valid record resumes)
+        self.waiting_at_size = -1  # size at which the bytes left after `offset` could not be read yet
 
 
 class _RunState:
     """Everything read so far for one run, and the last snapshot handed out."""
 
-    def __init__(self, name: str, writers: dict[str, int] | None = None) -> None:
+    def __init__(self, name: str, writers: dict[str, int] | None = None, storage: Storage | None = None) -> None:
         self.name = name
+        self.storage = storage if storage is not None else LocalStorage()
         self.writers = dict(writers or {})  # path -> writer index, for files of writers past the first
         self.spans: dict[str, FileSpan] = {}  # path -> what it logged, to tell concurrent writers apart
         self.lock = threading.Lock()
@@ -156,11 +177,9 @@ class _RunState:
                 if newest_read is not None and event_file.sort_key < newest_read:
                     return True
                 continue
-            try:
-                info = os.stat(event_file.path)
-                size, identity = info.st_size, (info.st_dev, info.st_ino)
-            except OSError:
-                size, identity = -1, state.identity  # unreadable now: only matters if something was read from it before
+            size, identity = self.storage.size(event_file.path)
+            if size < 0:
+                identity = state.identity  # unreadable now: only matters if something was read from it before
             if state.offset and (size < state.offset or identity != state.identity):
                 return True
         return False
@@ -172,9 +191,8 @@ class _RunState:
             state = self.files[event_file.path] = _FileState(event_file)
         decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
         changed = False
-        with open_regular_file(event_file.path) as handle:
-            info = os.fstat(handle.fileno())
-            size, identity = info.st_size, (info.st_dev, info.st_ino)
+        handle, (size, identity) = self.storage.open(event_file.path)
+        with handle:
             if state.identity is not None and identity != state.identity:
                 return False  # replaced since `needs_reset` looked: the next refresh starts the run afresh
             state.identity = identity
@@ -212,6 +230,9 @@ class _RunState:
                 state.resyncing = scan.resyncing
                 if scan.consumed == 0:
                     break
+        # Whatever is left (an unfinished last record) waits for the file to grow: not read again
+        # until it does (for object storage, a request per refresh saved).
+        state.waiting_at_size = size if state.offset < size else -1
         return changed
 
     def _skip_impossible_record(self, handle, state: _FileState, size: int, claimed: int) -> bool:
@@ -227,7 +248,7 @@ class _RunState:
         self.skipped_records += 1
         self.add_note(
             "damaged_records",
-            f"{os.path.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
+            f"{self.storage.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
             f" bytes, more than the file holds, yet a valid record follows it: {skipped_bytes:,} bytes skipped,"
             f" reading resumed at byte {found:,}.",
         )
@@ -304,25 +325,6 @@ def merge_batches(first: DecodedBatch, second: DecodedBatch, offset: int) -> Dec
     )
 
 
-class NotARegularFile(OSError):
-    pass
-
-
-def open_regular_file(path: str):
-    """Open for reading without ever blocking: a FIFO swapped in after discovery would wait for
-    a writer on a plain open, so the open does not wait, and anything but a regular file is refused."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise NotARegularFile(f"not a regular file: {path}")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(descriptor, True)  # regular files never block; keep reads plain
-        return os.fdopen(descriptor, "rb")
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
 def _whole_record_size(buf: bytes) -> int | None:
     if len(buf) < HEADER_BYTES:
         return None
@@ -335,21 +337,42 @@ class LogdirReader:
     def __init__(self, logdir: str | os.PathLike, formats=FORMATS) -> None:
         self.logdir = os.fspath(logdir)
         self.formats = tuple(formats)
+        self.storage = storage_for(self.logdir)
+        self.problem: str | None = None  # why the last refresh could not read everything (a store failing)
         self._runs: dict[str, _RunState] = {}
         self._runs_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
 
     def refresh(self) -> bool:
-        """Discover runs and files and read what is new. True if any run changed."""
+        """Discover runs and files and read what is new. True if any run changed.
+
+        Never raises for a failing store: `problem` says what failed (None after a full refresh);
+        every run read before is kept, and the runs read in this refresh keep what they got."""
         with self._refresh_lock:
-            found = discover_runs(self.logdir, self.formats)
-            with self._runs_lock:
-                changed = bool(set(self._runs) - set(found))
-                runs = {name: self._runs.get(name) for name in found}
+            try:
+                changed = self._refresh()
+                self.problem = None
+            except StorageError as error:
+                if str(error) != self.problem:
+                    storage_logger.warning("tb-health: %s", error)
+                self.problem = str(error)
+                changed = False
+            return changed
+
+    def _refresh(self) -> bool:
+        found = discover_runs(self.logdir, self.formats, self.storage)
+        with self._runs_lock:
+            previous = dict(self._runs)
+        changed = bool(set(previous) - set(found))
+        runs = {name: previous.get(name) for name in found}
+        if self.storage.fetches_ahead:
+            self.storage.prefetch(self._new_byte_ranges(found, runs))
+        name = None
+        try:
             for name, files in found.items():
                 run = runs[name]
                 if run is None or run.needs_reset(files):
-                    run = runs[name] = _RunState(name, run.writers if run is not None else None)
+                    run = runs[name] = _RunState(name, run.writers if run is not None else None, self.storage)
                     changed = True
                 with run.lock:
                     if self._read_run(run, files):
@@ -357,30 +380,57 @@ class LogdirReader:
                         changed = True
                     plan = run.writer_plan(files)
                 if plan != run.writers:  # a writer told apart only now: read the run again, keeping both
-                    run = runs[name] = _RunState(name, plan)
-                    with run.lock:
-                        self._read_run(run, files)
+                    fresh = _RunState(name, plan, self.storage)
+                    with fresh.lock:
+                        self._read_run(fresh, files)
+                    runs[name] = fresh
                     changed = True
+        except StorageError:
+            # The run being read when the store failed keeps its last state (a new one waits), as do
+            # the runs not reached; the runs read whole keep what they got. Nothing shown is lost.
+            if runs.get(name) is not previous.get(name):
+                runs[name] = previous.get(name)
             with self._runs_lock:
-                self._runs = runs
-            return changed
+                self._runs = {key: run for key, run in runs.items() if run is not None}
+            raise
+        with self._runs_lock:
+            self._runs = runs
+        return changed
+
+    def _new_byte_ranges(self, found: dict[str, list[EventFile]], runs: dict) -> list[tuple[str, int, int]]:
+        """The first chunk each file's next read will ask for (for `Storage.prefetch`)."""
+        ranges = []
+        for name, files in found.items():
+            run = runs.get(name)
+            for event_file in files:
+                size, _identity = self.storage.size(event_file.path)
+                known = run.files.get(event_file.path) if run is not None else None
+                offset = known.offset if known is not None else 0
+                if known is not None and size == known.waiting_at_size:
+                    continue
+                if run is not None and run.failed_files.get(event_file.path) == size:
+                    continue
+                if size > offset:
+                    ranges.append((event_file.path, offset, min(size, offset + READ_CHUNK_BYTES)))
+        return ranges
 
     @staticmethod
     def _read_run(run: _RunState, files: list[EventFile]) -> bool:
         changed = False
         for event_file in files:
-            try:
-                size = os.stat(event_file.path).st_size
-            except OSError:
-                size = -1
+            size, _identity = run.storage.size(event_file.path)
             if run.failed_files.get(event_file.path) == size:
                 continue  # failed before and has not changed since: counted once
             known = run.files.get(event_file.path)
-            if known is not None and size == known.offset:
+            if known is not None and size in (known.offset, known.waiting_at_size):
                 continue  # nothing appended: no need to open it
             try:
                 changed = run.read_new_bytes(event_file) or changed
                 run.failed_files.pop(event_file.path, None)
+            except StorageError:
+                if changed:
+                    run.touch()  # what was read before the store failed is kept and shown
+                raise  # the store, not the file: the whole refresh is retried later
             except Exception:  # noqa: BLE001 - a bad file must never stop the other runs
                 logger.warning("tb-health: skipping unreadable event file %s", event_file.path, exc_info=True)
                 run.failed_files[event_file.path] = size
@@ -421,23 +471,39 @@ class LogdirReader:
         return sum(run.nbytes() for run in runs)
 
 
-def read_logdir(logdir: str | os.PathLike, formats=FORMATS) -> list[RunData]:
-    """Read every run under `logdir` once."""
+def read_logdir(logdir: str | os.PathLike, formats=FORMATS, attempts: int = 1,
+                on_retry: Callable[[str, float], None] | None = None) -> list[RunData]:
+    """Read every run under `logdir` once.
+
+    A store that fails is tried up to `attempts` times in all, waiting as `storage.Backoff` says
+    (`on_retry(problem, wait_s)` before each wait); each attempt reads only what the ones before
+    did not. `StorageError` when it still could not be read whole."""
     reader = LogdirReader(logdir, formats)
-    reader.refresh()
-    return [reader.run(name) for name in reader.run_names()]
+    backoff = Backoff()
+    for attempt in range(1, attempts + 1):
+        reader.refresh()
+        if reader.problem is None:
+            return [reader.run(name) for name in reader.run_names()]
+        if attempt < attempts:
+            backoff.failed()
+            if on_retry is not None:
+                on_retry(reader.problem, backoff.wait_s(0.0))
+            time.sleep(backoff.wait_s(0.0))
+    raise StorageError(reader.problem)
 
 
-def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], None] | None = None) -> RunData:
+def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], None] | None = None,
+             storage: Storage | None = None) -> RunData:
     """Read one run's files once (for tools that go run by run, such as `tb-health convert`).
 
-    `on_bytes_read(n)` is called after each chunk read, for progress reports.
+    `on_bytes_read(n)` is called after each chunk read, for progress reports. `storage` is the one
+    the files were discovered through (local by default).
     """
-    state = _RunState(name)
+    state = _RunState(name, storage=storage)
     state.on_bytes_read = on_bytes_read
     LogdirReader._read_run(state, files)
     plan = state.writer_plan(files)
     if plan:
-        state = _RunState(name, plan)
+        state = _RunState(name, plan, storage)
         LogdirReader._read_run(state, files)
     return state.snapshot()
