@@ -49,7 +49,6 @@ from tb_health_plugin.series import ScalarSeries
 
 SPIKE_FACTOR = 3.0
 BASELINE_POINTS = 20
-LR_RISE = 1.2
 LR_IDLE_SHARE = 0.01
 SETTLE_POINTS = 2
 MARK = "Likely cause:"
