@@ -19,7 +19,7 @@ from typing import Any
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.contract import job_of
 from tb_health_plugin.readers import LogdirReader
-from tb_health_plugin.series import RunData
+from tb_health_plugin.run_data import RunData
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from tb_health_plugin.analysis import engine
 from tb_health_plugin.analysis.checks import loss as loss_checks
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.contract import KINDS
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 
 def loss_run(name: str, tag: str = "train/loss", spike: bool = False, nan_from: int | None = None) -> RunData:

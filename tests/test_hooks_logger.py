@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.test_hooks_support import findings, scalars, texts
+from tests.hooks_fixtures import findings, scalars, texts
 from trainer_hooks import HealthLogger
 from trainer_hooks.aggregates import StepWindow
 from trainer_hooks.ranks import rank_from_environment
@@ -190,7 +190,7 @@ def test_weight_norms_update_ratios_and_histograms_from_named_arrays(tmp_path):
     assert logged["weight_norm/w"][4] == pytest.approx(3.0 * 2)  # 4 elements of 3.0
     assert logged["update_ratio/w"][4] == pytest.approx(0.5 / 2.5)
     assert logged["update_ratio/b"][8] == 0.0
-    from tests.test_hooks_support import accumulator
+    from tests.hooks_fixtures import accumulator
 
     assert set(accumulator(tmp_path / "rank_0").Tags()["histograms"]) == {"weight/w", "weight/b"}
 
@@ -201,7 +201,7 @@ def test_histograms_only_on_chosen_ranks(tmp_path):
                           parameters={"w": np.arange(5.0)}, histogram_ranks=(1,)) as health:
             for step in range(1, 3):
                 health.log_step(step, 1.0)
-    from tests.test_hooks_support import accumulator
+    from tests.hooks_fixtures import accumulator
 
     assert accumulator(tmp_path / "rank_0").Tags()["histograms"] == []
     assert accumulator(tmp_path / "rank_1").Tags()["histograms"] == ["weight/w"]
@@ -276,7 +276,7 @@ def test_weight_and_histogram_frequencies_are_independent(tmp_path, weight_freq,
             weights["w"] *= 2.0  # each step doubles w: an update ratio of 1 at every step
             health.log_step(step, 1.0)
     logged = scalars(tmp_path / "rank_0")
-    from tests.test_hooks_support import accumulator
+    from tests.hooks_fixtures import accumulator
 
     weight_steps = [s for s in range(1, 13) if weight_freq and s % weight_freq == 0]
     assert sorted(logged.get("weight_norm/w", {})) == weight_steps

@@ -15,7 +15,7 @@ from mindspore import Tensor, nn, ops  # noqa: E402
 from mindspore import dataset as ds  # noqa: E402
 from mindspore.train.callback import Callback  # noqa: E402
 
-from tests.test_hooks_support import accumulator, findings, regression_data, scalars, texts  # noqa: E402
+from tests.hooks_fixtures import accumulator, findings, regression_data, scalars, texts  # noqa: E402
 from trainer_hooks import HealthLogger, HealthMonitor, TrainOneStepWithHealth, grad_norm_stats, lr_of_step  # noqa: E402
 from trainer_hooks.train_cell import HEALTH_GRAD_STATS, HEALTH_LOSS_SCALE, HEALTH_LR, HEALTH_OVERFLOW  # noqa: E402
 

@@ -184,7 +184,7 @@ class OnlineAnalyzer:
 
     def run_data(self):
         """A `RunData` snapshot of everything recorded (later writes of a step win)."""
-        from tb_health_plugin.series import RunData, ScalarSeries
+        from tb_health_plugin.run_data import RunData, ScalarSeries
 
         run = RunData(name=self.run_name)
         with self._lock:

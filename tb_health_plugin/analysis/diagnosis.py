@@ -45,7 +45,7 @@ import numpy as np
 
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import ScalarSeries
+from tb_health_plugin.run_data import ScalarSeries
 
 SPIKE_FACTOR = 3.0
 BASELINE_POINTS = 20

@@ -39,7 +39,7 @@ from tb_health_plugin.readers.records import (
 )
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
 from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
-from tb_health_plugin.series import Backtrack, ReadNote, RunData
+from tb_health_plugin.run_data import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""Shared helpers of the trainer_hooks tests (no tests here): read back logs with TensorBoard's
-own EventAccumulator, and build the tiny MindSpore trainings."""
+"""Helpers of the trainer_hooks tests: read back logs with TensorBoard's own EventAccumulator,
+and build the tiny MindSpore trainings."""
 
 from __future__ import annotations
 
