@@ -10,6 +10,16 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
+class ManualClock:
+    """A clock (seconds) that only the test moves: timings are checked on events, not on sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def accumulator(run_dir: Path) -> EventAccumulator:
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
     acc.Reload()

@@ -1,0 +1,105 @@
+"""The hooks' options: one frozen dataclass, validated in one place, documented once.
+
+`HealthLogger`, `HealthMonitor` and the MindFormers callback all take these fields as keyword
+arguments (`HealthMonitor(log_dir, collect_freq=10, ...)`) or as `options=HealthOptions(...)`.
+A bad value fails at construction with a message saying what to change, never mid-training.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Any
+
+import numpy as np
+
+from tb_health_plugin.contract import SEVERITY_RANK
+
+
+@dataclass(frozen=True)
+class HealthOptions:
+    """What the hooks log, how often, and what they do about findings.
+
+    Attributes:
+        log_dir: root folder of the logs; each rank writes into `rank_<id>/` below it (point
+            TensorBoard or `tb-health check` at the root).
+        collect_freq: write scalars at the first step (step 1, or the first after a resume: the
+            run's starting point) and every this many steps. Every step's loss, gradient norm
+            and overflow flag still feed the window aggregates (`train/loss_max`,
+            `train/loss_min`, `train/grad_norm_max`, `train/nonfinite_count`,
+            `train/overflow_count`), so no spike is lost.
+        weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`
+            (copies the weights to the host at that step and the one before). 0 turns it off.
+        histogram_freq: every this many steps log `weight/<param>` (and `grad/<param>` when
+            gradients are passed) histograms. 0 turns it off.
+        histogram_ranks: ranks that log histograms (`None`: all). Default: rank 0 only.
+        batch_size: samples per step, for `train/throughput` (samples/s); `HealthMonitor`
+            defaults it to the dataset's batch size.
+        seq_length: tokens per sample; when given, `train/tokens_per_s` is logged too.
+        online_analysis: run the project's detectors every `analyze_every` collections in a
+            background thread and write new findings as `health/findings` text, printed as
+            well. It keeps at most `trainer_hooks.online.MAX_POINTS_PER_TAG` points per tag.
+        analyze_every: collections between two online analyses.
+        stop_on_critical: when a critical finding appears, stop training (`should_stop`; the
+            MindSpore callbacks call `run_context.request_stop()`). A non-finite loss, or a
+            non-finite gradient norm on a step the loss scaler did not flag as an overflow (so
+            its update was applied), stops at that very step, logged in full.
+        findings_min_severity: the least severity written and printed ("info", "warning",
+            "critical").
+        rank, world_size: override the detected rank (see `trainer_hooks.ranks`).
+        flush_secs: how often the writer thread flushes to disk (an interrupted run keeps what
+            was flushed).
+        analyze: the analysis function (RunData -> run report); default: the project's engine.
+            For tests and experiments.
+    """
+
+    log_dir: str | os.PathLike
+    collect_freq: int = 10
+    _: KW_ONLY
+    weight_freq: int = 50
+    histogram_freq: int = 100
+    histogram_ranks: Sequence[int] | None = (0,)
+    batch_size: int | None = None
+    seq_length: int | None = None
+    online_analysis: bool = True
+    analyze_every: int = 10
+    stop_on_critical: bool = False
+    findings_min_severity: str = "warning"
+    rank: int | None = None
+    world_size: int | None = None
+    flush_secs: float = 10.0
+    analyze: Callable[[Any], dict] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.log_dir, (str, os.PathLike)) or not os.fspath(self.log_dir):
+            raise ValueError(f"log_dir must be a folder path (str or Path), got {self.log_dir!r}")
+        _positive_int("collect_freq", self.collect_freq)
+        _positive_int("weight_freq", self.weight_freq, allow_zero=True)
+        _positive_int("histogram_freq", self.histogram_freq, allow_zero=True)
+        _positive_int("analyze_every", self.analyze_every)
+        for name in ("batch_size", "seq_length"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
+        if self.findings_min_severity not in SEVERITY_RANK:
+            raise ValueError(
+                f"findings_min_severity must be one of {list(SEVERITY_RANK)}, got {self.findings_min_severity!r}"
+            )
+        flush_secs = self.flush_secs
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or flush_secs <= 0:
+            raise ValueError(f"flush_secs must be a positive number of seconds, got {flush_secs!r}")
+        if self.histogram_ranks is not None:
+            object.__setattr__(self, "histogram_ranks", tuple(int(r) for r in self.histogram_ranks))
+        for name in ("rank", "world_size"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, int(getattr(self, name)))
+
+    def logs_histograms(self, rank: int) -> bool:
+        return self.histogram_ranks is None or rank in self.histogram_ranks
+
+
+def _positive_int(name: str, value: Any, allow_zero: bool = False) -> None:
+    low = 0 if allow_zero else 1
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        hint = "a positive integer" + (" (or 0 to turn it off)" if allow_zero else "")
+        raise ValueError(f"{name} must be {hint}, got {value!r}")
