@@ -71,7 +71,7 @@ def wall_seconds(command: list[str]) -> tuple[float, int]:
 def analysis_scaling(logdir: Path) -> list[tuple[int, float]]:
     from tb_health_plugin.analysis.engine import analyze_runs
     from tb_health_plugin.readers import read_logdir
-    from tb_health_plugin.series import RunData, ScalarSeries
+    from tb_health_plugin.run_data import RunData, ScalarSeries
 
     runs = read_logdir(logdir)
     rows = []

@@ -35,7 +35,7 @@ def measure(model_name: str, mode: str) -> dict:
     import numpy as np
     from mindspore import nn
 
-    from tb_health_plugin.demo.models import (
+    from tb_health_demo.models import (
         DeepSigmoidMLP,
         GaussianClasses,
         MarkovTokens,

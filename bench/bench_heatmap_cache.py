@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from tb_health_plugin.plugin import json_body
-from tb_health_plugin.series import ScalarSeries
+from tb_health_plugin.run_data import ScalarSeries
 from tb_health_plugin.service import ViewCache
 from tb_health_plugin.views import heatmap as heatmap_view
 

@@ -17,7 +17,7 @@ import sys
 from tb_health_plugin.commands.messages import say
 
 # Subcommand modules, each with `register(subparsers)` that sets `func(args) -> int`.
-COMMAND_MODULES = ("check", "report", "watch", "convert", "demo")
+COMMAND_MODULES = ("check", "report", "watch", "convert")
 
 EXIT_USAGE = 2
 EXIT_ERROR = 2

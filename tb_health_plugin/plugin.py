@@ -25,8 +25,8 @@ from werkzeug import wrappers
 
 from tb_health_plugin.contract import x_axis_of
 from tb_health_plugin.service import HealthService
+from tb_health_plugin.views import envelope as envelope_view
 from tb_health_plugin.views import heatmap as heatmap_view
-from tb_health_plugin.views import series as series_view
 
 PLUGIN_NAME = "health"
 TAB_NAME = "Health"
@@ -173,14 +173,14 @@ class HealthPlugin(base_plugin.TBPlugin):
         service = self._require_service()
         run = _required(request, "run")
         tag = _required(request, "tag")
-        width = _int_arg(request, "width", series_view.DEFAULT_WIDTH, series_view.MIN_WIDTH, series_view.MAX_WIDTH)
+        width = _int_arg(request, "width", envelope_view.DEFAULT_WIDTH, envelope_view.MIN_WIDTH, envelope_view.MAX_WIDTH)
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
         data = service.run_data(run)
         if tag not in data.scalars:
             raise errors.NotFoundError(f"unknown tag for run {run}: {tag}")
         payload = {"run": run, "tag": tag, "x_axis": x_axis_of(tag)}
-        payload.update(series_view.envelope(data.scalars[tag], width, start, end))
+        payload.update(envelope_view.envelope(data.scalars[tag], width, start, end))
         return _json(request, payload)
 
     def _serve_export(self, request):

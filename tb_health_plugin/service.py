@@ -40,7 +40,7 @@ from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
 from tb_health_plugin.readers.storage import Backoff
 from tb_health_plugin.roles import RoleMap, resolve_roles
-from tb_health_plugin.series import RunData
+from tb_health_plugin.run_data import RunData
 from tb_health_plugin.views import overview as overview_view
 
 logger = logging.getLogger(__name__)

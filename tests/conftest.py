@@ -19,7 +19,7 @@ class DemoTraining:
 
 @pytest.fixture(scope="session")
 def demo_training(tmp_path_factory) -> DemoTraining:
-    """`tb-health demo --no-serve` once for the session (it trains real MindSpore runs on the CPU,
+    """`python -m tb_health_demo --no-serve` once for the session (it trains real MindSpore runs on the CPU,
     a few minutes): the demo test checks its report, the screenshot test photographs its tab.
 
     Run as a user's shell runs it: without the protobuf setting that importing MindSpore put into
@@ -29,7 +29,7 @@ def demo_training(tmp_path_factory) -> DemoTraining:
     workdir = tmp_path_factory.mktemp("demo-cwd")
     env = {k: v for k, v in os.environ.items() if k != "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"}
     result = subprocess.run(
-        [sys.executable, "-m", "tb_health_plugin.cli", "demo", "--no-serve", "--logdir", str(logdir)],
+        [sys.executable, "-m", "tb_health_demo", "--no-serve", "--logdir", str(logdir)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]

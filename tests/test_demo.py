@@ -1,4 +1,4 @@
-"""`tb-health demo` trains real runs whose problems `tb-health check` finds, each on the right run."""
+"""The demo (`python -m tb_health_demo`) trains real runs whose problems `tb-health check` finds, each on the right run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tb_health_plugin.demo.scenarios import SCENARIOS
+from tb_health_demo.scenarios import SCENARIOS
 
 ALARMS = {"warning", "critical"}
 

@@ -9,7 +9,7 @@ from tb_health_plugin.analysis.diagnosis import MARK, explain
 from tb_health_plugin.analysis.engine import analyze_runs
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 N = 300
 STEPS = np.arange(N) * 10

@@ -10,7 +10,7 @@ from tb_health_plugin.analysis import engine
 from tb_health_plugin.analysis.checks import loss as loss_checks
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.contract import KINDS
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 
 def loss_run(name: str, tag: str = "train/loss", spike: bool = False, nan_from: int | None = None) -> RunData:
@@ -88,20 +88,29 @@ def test_non_finite_evidence_is_written_as_strings_in_strict_json():
     assert json.loads(strict_json(finding.to_json()))["evidence"] == {"peak": "inf", "z": "nan"}
 
 
-def test_analysis_time_grows_linearly_with_points():
-    import time
+def test_analysis_work_grows_linearly_with_points():
+    """Counted, not timed: the Python calls the analysis makes (a per-point loop would multiply
+    them by 8) and the memory it peaks at (a pairwise step would need 8**2 = 64 times more)."""
+    import cProfile
+    import pstats
+    import tracemalloc
 
-    def seconds(points: int) -> float:
+    def work(points: int) -> tuple[int, int]:
         rng = np.random.default_rng(0)
         steps = np.arange(1, points + 1)
         values = np.exp(np.log(1.0 + 3.0 / np.sqrt(steps)) + 0.03 * rng.standard_normal(points))
         run = RunData("r", {"train/loss": ScalarSeries.from_lists(steps, values)})
-        best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
+        engine.analyze_run(run)  # imports and caches warmed up
+        profile = cProfile.Profile()
+        profile.runcall(engine.analyze_run, run)
+        tracemalloc.start()
+        try:
             engine.analyze_run(run)
-            best = min(best, time.perf_counter() - started)
-        return best
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return pstats.Stats(profile).total_calls, peak
 
-    small, large = seconds(20_000), seconds(160_000)
-    assert large < 8 * small * 2.0  # 8x the points: linear (with generous noise), not quadratic
+    (small_calls, small_peak), (large_calls, large_peak) = work(20_000), work(160_000)
+    assert large_calls < 1.5 * small_calls  # 8x the points, about the same calls: vectorised
+    assert large_peak < 8 * small_peak * 1.5  # memory proportional to the points

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from tb_health_plugin.series import ScalarSeries
-from tb_health_plugin.views.series import envelope
+from tb_health_plugin.run_data import ScalarSeries
+from tb_health_plugin.views.envelope import envelope
 
 
 def test_every_extreme_survives_downsampling():

@@ -14,7 +14,7 @@ from tb_health_plugin.analysis.checks.gradients import (
 from tb_health_plugin.analysis.detectors.gradient_norms import exploding, vanishing
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import HistogramSeries, RunData, ScalarSeries
+from tb_health_plugin.run_data import HistogramSeries, RunData, ScalarSeries
 
 
 def noisy_norms(n=300, level=1.0, seed=0) -> np.ndarray:

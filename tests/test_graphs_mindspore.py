@@ -31,8 +31,8 @@ from mindspore.train import anf_ir_pb2, summary_pb2  # noqa: E402
 
 from tests.browser import IFRAME, HealthTab, chromium, chromium_path, new_page  # noqa: E402
 from tests.eventlogs import write_scalars  # noqa: E402
+from tests.hooks_fixtures import texts  # noqa: E402
 from tests.tensorboard_server import get_json, running_tensorboard  # noqa: E402
-from tests.test_hooks_support import texts  # noqa: E402
 from trainer_hooks import HealthMonitor  # noqa: E402
 
 pytestmark = pytest.mark.mindspore

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tb_health_plugin.readers import read_logdir
-from tests.test_hooks_support import scalars
+from tests.hooks_fixtures import scalars
 
 pytestmark = pytest.mark.mindspore
 

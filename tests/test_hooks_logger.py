@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -9,9 +10,10 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.test_hooks_support import findings, scalars, texts
-from trainer_hooks import HealthLogger
+from tests.hooks_fixtures import ManualClock, findings, scalars, texts
+from trainer_hooks import HealthLogger, HealthOptions
 from trainer_hooks.aggregates import StepWindow
+from trainer_hooks.online import MAX_BUSY_FRACTION, OnlineAnalyzer
 from trainer_hooks.ranks import rank_from_environment
 
 
@@ -108,6 +110,21 @@ def test_bad_options_fail_up_front_saying_what_to_do(tmp_path, options, message)
     assert not any(tmp_path.iterdir())
 
 
+def test_the_options_are_one_frozen_dataclass_taken_whole_or_field_by_field(tmp_path):
+    options = HealthOptions(tmp_path, 3, histogram_ranks=[1, 2], rank=0, online_analysis=False)
+    assert (options.collect_freq, options.histogram_ranks) == (3, (1, 2))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.collect_freq = 4
+    with pytest.raises(ValueError, match="weight_freq"):
+        dataclasses.replace(options, weight_freq=-1)  # a changed copy is validated again
+    with HealthLogger(options=options) as health:
+        assert health.options is options and health.is_collect_step(1)
+    with pytest.raises(TypeError, match="either"):
+        HealthLogger(tmp_path, options=options)
+    with pytest.raises(TypeError, match="colect_freq"):
+        HealthLogger(tmp_path, colect_freq=3)  # a misspelt option is not silently ignored
+
+
 def test_log_dir_must_be_a_path():
     with pytest.raises(ValueError, match="log_dir must be a folder path"):
         HealthLogger(None)
@@ -190,7 +207,7 @@ def test_weight_norms_update_ratios_and_histograms_from_named_arrays(tmp_path):
     assert logged["weight_norm/w"][4] == pytest.approx(3.0 * 2)  # 4 elements of 3.0
     assert logged["update_ratio/w"][4] == pytest.approx(0.5 / 2.5)
     assert logged["update_ratio/b"][8] == 0.0
-    from tests.test_hooks_support import accumulator
+    from tests.hooks_fixtures import accumulator
 
     assert set(accumulator(tmp_path / "rank_0").Tags()["histograms"]) == {"weight/w", "weight/b"}
 
@@ -201,7 +218,7 @@ def test_histograms_only_on_chosen_ranks(tmp_path):
                           parameters={"w": np.arange(5.0)}, histogram_ranks=(1,)) as health:
             for step in range(1, 3):
                 health.log_step(step, 1.0)
-    from tests.test_hooks_support import accumulator
+    from tests.hooks_fixtures import accumulator
 
     assert accumulator(tmp_path / "rank_0").Tags()["histograms"] == []
     assert accumulator(tmp_path / "rank_1").Tags()["histograms"] == ["weight/w"]
@@ -276,7 +293,7 @@ def test_weight_and_histogram_frequencies_are_independent(tmp_path, weight_freq,
             weights["w"] *= 2.0  # each step doubles w: an update ratio of 1 at every step
             health.log_step(step, 1.0)
     logged = scalars(tmp_path / "rank_0")
-    from tests.test_hooks_support import accumulator
+    from tests.hooks_fixtures import accumulator
 
     weight_steps = [s for s in range(1, 13) if weight_freq and s % weight_freq == 0]
     assert sorted(logged.get("weight_norm/w", {})) == weight_steps
@@ -286,27 +303,27 @@ def test_weight_and_histogram_frequencies_are_independent(tmp_path, weight_freq,
     assert [h.step for h in histograms] == list(range(histogram_freq, 13, histogram_freq))
 
 
-def test_a_slow_online_analysis_is_spaced_out_to_stay_off_the_training_path(tmp_path):
-    import time
-
+def test_a_slow_online_analysis_is_spaced_out_to_stay_off_the_training_path():
+    clock = ManualClock()
     starts = []
 
     def slow_analyze(run):
-        starts.append(time.monotonic())
-        time.sleep(0.05)
+        starts.append(clock.now)
+        clock.now += 0.05  # the analysis takes 50 ms
         return {"findings": []}
 
-    health = HealthLogger(tmp_path, collect_freq=1, analyze_every=1, analyze=slow_analyze, rank=0)
-    began, step = time.monotonic(), 0
-    while time.monotonic() - began < 1.0:  # hundreds of collections, one per millisecond or so
-        step += 1
-        health.log_step(step, 1.0)
-        time.sleep(0.001)
-    background_runs = len(starts)
-    health.close()
-    assert 1 <= background_runs <= 3  # each 50 ms analysis waits 450 ms before the next
-    gaps = np.diff(starts[:background_runs])
-    assert (gaps >= 0.45).all()
+    analyzer = OnlineAnalyzer("rank_0", lambda findings: None, every=1, analyze=slow_analyze, clock=clock)
+    for step in range(1, 1001):  # a collection every millisecond for a second
+        analyzer.record_scalar("train/loss", step, 1.0, 0.0)
+        analyzer.collection_done()
+        if analyzer._pending is not None:
+            analyzer._pending.result(timeout=60)  # the background analysis this collection started, if any
+        clock.now += 0.001
+    analyzer.finish()
+    background = starts[:-1]  # the last one is finish()'s final analysis
+    # each 50 ms analysis keeps the thread busy MAX_BUSY_FRACTION (10%) of the time: 450 ms idle
+    assert len(background) == 3  # at 0, 0.5 and 1.0 s: started by the first collection allowed
+    assert np.diff(background) == pytest.approx([0.05 / MAX_BUSY_FRACTION] * 2, abs=0.0011)
 
 
 # ----- hostile and unlucky inputs never reach the training loop

@@ -5,7 +5,6 @@ TensorBoard's EventAccumulator and by the project's readers."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from mindspore import Tensor, nn, ops  # noqa: E402
 from mindspore import dataset as ds  # noqa: E402
 from mindspore.train.callback import Callback  # noqa: E402
 
-from tests.test_hooks_support import accumulator, findings, regression_data, scalars, texts  # noqa: E402
+from tests.hooks_fixtures import ManualClock, accumulator, findings, regression_data, scalars, texts  # noqa: E402
 from trainer_hooks import HealthLogger, HealthMonitor, TrainOneStepWithHealth, grad_norm_stats, lr_of_step  # noqa: E402
+from trainer_hooks.timing import StepClock  # noqa: E402
 from trainer_hooks.train_cell import HEALTH_GRAD_STATS, HEALTH_LOSS_SCALE, HEALTH_LR, HEALTH_OVERFLOW  # noqa: E402
 
 pytestmark = pytest.mark.mindspore
@@ -42,9 +42,8 @@ def dataset(samples: int = 64, seed: int = 0, x=None, y=None):
 class StepRecorder(Callback):
     """Keeps each step's loss and (on chosen steps) the weights, to check the logs against."""
 
-    def __init__(self, weight_steps=(), interrupt_at=None, step_seconds=0.0):
+    def __init__(self, weight_steps=(), interrupt_at=None):
         super().__init__()
-        self.step_seconds = step_seconds  # a realistic step lasts longer than this MLP's 1 ms
         self.losses: dict[int, float] = {}
         self.weights: dict[int, dict[str, np.ndarray]] = {}
         self.weight_steps = set(weight_steps)
@@ -62,7 +61,6 @@ class StepRecorder(Callback):
             self.weights[step] = {p.name: p.asnumpy().copy() for p in cb.train_network.trainable_params()}
         if step == self.interrupt_at:
             raise KeyboardInterrupt
-        time.sleep(self.step_seconds)
 
 
 def test_model_train_with_the_health_cell_in_graph_mode(tmp_path):
@@ -194,16 +192,17 @@ def test_sink_style_step_jumps_keep_every_steps_spikes_and_are_reported(tmp_path
     context = RunContext(params)
     monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=4, online_analysis=False)
     monitor.on_train_begin(context)
-    ends, losses = [], {}
+    clock = ManualClock()
+    monitor.health.clock = StepClock(now=clock)
+    losses = {}
     for step in range(1, 17):
         labels = spike_y if step == 6 else nan_y if step == 10 else y
         params.net_outputs = cell(Tensor(x), Tensor(labels))
         losses[step] = float(params.net_outputs[0].asnumpy())
-        time.sleep(0.01)
+        clock.now += 0.01  # each step takes 10 ms
         if step % 4 == 0:  # the end of a sink
             params.cur_step_num = step
             monitor.on_train_step_end(context)
-            ends.append(time.perf_counter())
     monitor.on_train_end(context)
     run_dir = tmp_path / "logs" / "rank_0"
     logged = scalars(run_dir)
@@ -215,7 +214,7 @@ def test_sink_style_step_jumps_keep_every_steps_spikes_and_are_reported(tmp_path
     assert logged["train/loss_min"][12] == pytest.approx(min(finite_12), rel=1e-6)
     assert logged["train/nonfinite_count"] == {4: 0.0, 8: 0.0, 12: 2.0, 16: 0.0}  # loss and grad norm
     assert logged["train/overflow_count"] == {4: 0.0, 8: 0.0, 12: 1.0, 16: 0.0}
-    assert logged["train/step_time_ms"][16] == pytest.approx((ends[3] - ends[2]) * 1000 / 4, rel=0.2)
+    assert logged["train/step_time_ms"] == pytest.approx({8: 10.0, 12: 10.0, 16: 10.0})  # a sink's time / its 4 steps
     (note,) = texts(run_dir, "health/notes")
     assert note[0] == 4 and "4 steps" in note[1] and "still cover every step" in note[1]
 
@@ -274,7 +273,7 @@ def test_stop_on_critical_finding_stops_model_train(tmp_path):
     y[40:] = np.nan  # from step 11 on the loss is NaN
     net = mlp()
     model = ms.Model(TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.01)))
-    recorder = StepRecorder(step_seconds=0.02)  # the analysis runs in the background meanwhile
+    recorder = StepRecorder()
     monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=2, analyze_every=1, stop_on_critical=True, analyze=analyze)
     model.train(1, dataset(x=x, y=y), callbacks=[recorder, monitor], dataset_sink_mode=False)
     assert recorder.last_step == 11  # at the NaN step itself, not when the analysis catches up

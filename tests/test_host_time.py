@@ -12,7 +12,7 @@ ms = pytest.importorskip("mindspore")
 from mindspore import dataset as ds  # noqa: E402
 from mindspore import nn  # noqa: E402
 
-from tests.test_hooks_support import regression_data, scalars  # noqa: E402
+from tests.hooks_fixtures import regression_data, scalars  # noqa: E402
 from trainer_hooks import HealthMonitor, TrainOneStepWithHealth  # noqa: E402
 
 pytestmark = pytest.mark.mindspore

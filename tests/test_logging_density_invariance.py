@@ -9,7 +9,7 @@ import pytest
 
 from tb_health_plugin.analysis.checks.loss import check_loss_curve
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 STEPS = 200
 INTERVALS = (1, 5, 10)

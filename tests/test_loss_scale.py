@@ -9,7 +9,7 @@ from bench.detection.cases_signals import dynamic_loss_scaler
 from tb_health_plugin.analysis.checks.loss_scale import loss_scale_check
 from tb_health_plugin.analysis.detectors.loss_scale import analyze_loss_scale
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 FP16_MAX = 65504.0
 

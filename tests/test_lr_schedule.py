@@ -8,7 +8,7 @@ import pytest
 from tb_health_plugin.analysis.checks.lr_schedule import lr_schedule_check
 from tb_health_plugin.analysis.detectors.lr_fit import analyze_lr, fit_shape
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import Backtrack, RunData, ScalarSeries
+from tb_health_plugin.run_data import Backtrack, RunData, ScalarSeries
 
 N = 1000
 STEPS = np.arange(N)

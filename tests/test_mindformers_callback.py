@@ -17,7 +17,7 @@ from mindspore import dataset as ds  # noqa: E402
 from mindspore import nn, ops  # noqa: E402
 
 import trainer_hooks.mindformers_callback  # noqa: E402,F401  (registers the callback)
-from tests.test_hooks_support import regression_data, scalars, texts  # noqa: E402
+from tests.hooks_fixtures import regression_data, scalars, texts  # noqa: E402
 from trainer_hooks import MindFormersHealthMonitor  # noqa: E402
 
 pytestmark = pytest.mark.mindspore

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hooks_support import accumulator, scalars
+from tests.hooks_fixtures import accumulator, scalars
 
 pytestmark = pytest.mark.mindspore
 REPO = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from tb_health_plugin.readers import read_logdir
 from tb_health_plugin.resume import surviving_points
+from tests.hooks_fixtures import scalars
 from tests.readers_fixtures import event, scalar_value, write_events
-from tests.test_hooks_support import scalars
 from trainer_hooks import HealthLogger
 
 FIRST_RUN = range(1, 201)  # trained to step 200, then resumed from the checkpoint of step 100

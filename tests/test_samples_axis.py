@@ -27,7 +27,7 @@ from mindformers.utils.tensorboard import _set_tensorboard_writer, _unset_tensor
 from mindspore import dataset as ds  # noqa: E402
 from mindspore import nn  # noqa: E402
 
-from tests.test_hooks_support import regression_data  # noqa: E402
+from tests.hooks_fixtures import regression_data  # noqa: E402
 from tests.test_mindformers_callback import CpuSafeMFTrainOneStepCell  # noqa: E402
 
 pytestmark = pytest.mark.mindspore

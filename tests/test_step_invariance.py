@@ -9,7 +9,7 @@ import pytest
 from bench.detection import cases_loss
 from tb_health_plugin.analysis.checks.loss import check_loss_curve, check_nonfinite
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 SHAPE = cases_loss.SPLITS["dev"]
 SCENARIOS = ("healthy", "spike", "stall", "ramp", "blowup")

@@ -6,8 +6,6 @@ each test opens the tab afresh. Screenshots go to `test-artifacts/`.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from tensorboard.compat.proto.event_pb2 import Event
@@ -176,8 +174,21 @@ def test_overview_lists_every_run_as_tensorboard_names_it(tensorboard, page):
     tab.screenshot("overview")
 
 
+# Records every <img> or <b> element added to the tab's document, so that one inserted and removed
+# again, or inserted late, is seen without waiting for it.
+WATCH_INJECTED_ELEMENTS = """w => {
+  w.injectedElements = [];
+  new w.MutationObserver((mutations) => {
+    for (const m of mutations) for (const node of m.addedNodes) {
+      if (node.nodeType === 1 && (node.matches('img, b') || node.querySelector('img, b'))) w.injectedElements.push(node.outerHTML);
+    }
+  }).observe(w.document, {subtree: true, childList: true});
+}"""
+
+
 def test_run_names_are_text_never_html(tensorboard, page):
     tab = HealthTab(page, tensorboard).open()
+    tab.eval(WATCH_INJECTED_ELEMENTS)
     overview_runs(tab)
     link_text = tab.eval(
         "(w, run) => [...w.document.querySelectorAll('a.run-link')].find(a => a.textContent === run)?.textContent", XSS_RUN
@@ -191,13 +202,13 @@ def test_run_names_are_text_never_html(tensorboard, page):
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     hover = tab.wait_until("w => w.document.querySelector('.heatmap-hover').textContent")
     assert hover.startswith(XSS_TAG)  # the tag's parameter name, as text
-    time.sleep(0.5)
     assert tab.eval("w => w.document.querySelectorAll('img, b').length") == 0
     # the header's run menu switches runs without going back to the overview
     tab.frame.locator("select.run-menu").select_option("exp/rank_1")
     tab.wait_until("w => w.document.querySelector('.run-title').textContent === 'exp/rank_1'")
     tab.wait_until("w => w.document.querySelector(`[data-chart='loss']`)?.dataset.state === 'ready'")
     assert page.dialogs == []
+    assert tab.eval("w => w.injectedElements") == []  # none at any moment of the whole session
     assert page.errors == []
 
 
@@ -403,17 +414,9 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, 
 def test_tensorboard_reload_button_refreshes_the_tab(tensorboard, page):
     tab = HealthTab(page, tensorboard).open()
     overview_runs(tab)
-    requests: list[float] = []
-    page.on("request", lambda request: requests.append(time.monotonic()) if "/health/runs" in request.url else None)
-    clicked = time.monotonic()
-    page.locator("button.reload-button").click()  # TensorBoard's own reload, outside the iframe
+    with page.expect_request(lambda request: "/health/runs" in request.url, timeout=10_000):
+        page.locator("button.reload-button").click()  # TensorBoard's own reload, outside the iframe
     assert tab.wait_until("w => w.document.body.dataset.hostReloads", timeout_s=10)
-    tab.wait_until("() => true")  # let Playwright deliver the request events
-    deadline = time.monotonic() + 10
-    while not any(t > clicked for t in requests) and time.monotonic() < deadline:
-        tab.eval("() => null")
-        time.sleep(0.1)
-    assert any(t > clicked for t in requests)
 
 
 def test_page_fills_the_iframe(tensorboard, page):
@@ -445,14 +448,10 @@ def test_polling_refresh_keeps_the_overview_scroll(tensorboard, browser):
         overview_runs(tab)
         scrolled = tab.eval("w => { const m = w.document.querySelector('.main'); m.scrollTop = 10000; return m.scrollTop; }")
         assert scrolled > 0, "the viewport should be small enough for the overview to scroll"
-        requests: list[float] = []
-        page.on("request", lambda request: requests.append(time.monotonic()) if "/health/runs" in request.url else None)
-        deadline = time.monotonic() + 15
-        while len(requests) < 1 and time.monotonic() < deadline:  # the tab's own 5 s poll
-            tab.eval("() => null")
-            time.sleep(0.2)
-        assert requests, "the tab did not poll the runs route"
-        time.sleep(1.0)
+        with page.expect_request(lambda request: "/health/runs" in request.url, timeout=15_000):
+            pass  # the tab's own 5 s poll
+        # the refresh is drawn when its time is stamped: "0 s ago" (the last one was 5 s before)
+        tab.wait_until("w => /(^|\\D)0(\\D|$)/.test(w.document.querySelector('.refresh-state').textContent)", timeout_s=15)
         assert tab.eval("w => w.document.querySelector('.main').scrollTop") == scrolled
 
 

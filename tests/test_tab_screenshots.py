@@ -3,7 +3,7 @@ light and dark, from real headless Chromium against a real `tensorboard`
 (`scripts/refresh-screenshots` copies them into docs/).
 
 The demo trains its runs with MindSpore on the CPU (a few minutes); `TB_HEALTH_DEMO_LOGDIR`
-points at logs an earlier `tb-health demo --no-serve` wrote, to reuse them.
+points at logs an earlier `python -m tb_health_demo --no-serve` wrote, to reuse them.
 """
 
 from __future__ import annotations

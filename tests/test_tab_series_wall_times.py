@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_health_plugin.series import ScalarSeries
-from tb_health_plugin.views.series import envelope
+from tb_health_plugin.run_data import ScalarSeries
+from tb_health_plugin.views.envelope import envelope
 
 
 def test_every_bucket_carries_the_wall_time_of_its_first_point():

@@ -12,7 +12,7 @@ from tb_health_plugin.analysis.detectors.throughput import (
 )
 from tb_health_plugin.analysis.engine import analyze_runs
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import RunData, ScalarSeries
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 
 def step_times(n=1500, ms=120.0, seed=0) -> np.ndarray:

@@ -12,7 +12,7 @@ from tb_health_plugin.analysis.detectors.update_ratio import (
     stopped_by_ratio,
 )
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import HistogramSeries, RunData, ScalarSeries
+from tb_health_plugin.run_data import HistogramSeries, RunData, ScalarSeries
 
 N = 200
 STEPS = np.arange(N) * 10

@@ -6,6 +6,7 @@ Public API (MindSpore is imported only when a MindSpore-specific name is first u
 - `TrainOneStepWithHealth(net_with_loss, optimizer, scale_sense=None)`: training cell that
   computes gradient norms, the learning rate used and loss-scale state inside the step.
 - `HealthLogger(log_dir, ...)`: the core, for custom loops: `log_step(step, loss=..., grads=..., lr=...)`.
+- `HealthOptions(log_dir, collect_freq=10, ...)`: the options all of these take, documented there.
 - `grad_norm_stats(grads)`: `[global, per-parameter...]` norms, usable inside `ms.jit`.
 - `lr_of_step(optimizer, step)`: the learning rate step `step` (from 1) used, from the schedule.
 - `MindFormersHealthMonitor`: the MindFormers callback; `import trainer_hooks.mindformers_callback`
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib
 
 from trainer_hooks.health_logger import HealthLogger
+from trainer_hooks.options import HealthOptions
 
 _LAZY = {
     "HealthMonitor": "trainer_hooks.monitor",
@@ -26,7 +28,7 @@ _LAZY = {
     "MindFormersHealthMonitor": "trainer_hooks.mindformers_callback",
 }
 
-__all__ = ["HealthLogger", *_LAZY]
+__all__ = ["HealthLogger", "HealthOptions", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
 
-from trainer_hooks.health_logger import to_numpy
 from trainer_hooks.monitor import HealthMonitor
+from trainer_hooks.values import to_numpy
 
 REGISTERED_NAMES = ("HealthMonitor", "MindFormersHealthMonitor")
 NO_NORM_NOTE = (
@@ -32,7 +32,7 @@ NO_NORM_NOTE = (
 
 
 class MindFormersHealthMonitor(HealthMonitor):
-    """`HealthMonitor` reading MindFormers' training-cell outputs; same arguments as `HealthMonitor`."""
+    """`HealthMonitor` reading MindFormers' training-cell outputs; same options (`HealthOptions`)."""
 
     def step_values(self, cb_params, step: int, steps_done: int = 1) -> dict[str, Any]:
         outputs = cb_params.net_outputs

@@ -14,15 +14,15 @@ import functools
 import logging
 import time
 import warnings
-from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from mindspore.train.callback import Callback
 
-from trainer_hooks.health_logger import HealthLogger, named_parameters, to_numpy
+from trainer_hooks.health_logger import HealthLogger
 from trainer_hooks.lr import lr_of_step
-from trainer_hooks.online import Analyze
+from trainer_hooks.options import HealthOptions
 from trainer_hooks.train_cell import (
     HEALTH_GRAD_STATS,
     HEALTH_LOSS_SCALE,
@@ -32,6 +32,7 @@ from trainer_hooks.train_cell import (
     WINDOW_FIELDS,
     TrainOneStepWithHealth,
 )
+from trainer_hooks.values import named_parameters, to_numpy
 
 logger = logging.getLogger("trainer_hooks")
 
@@ -79,76 +80,25 @@ class HealthMonitor(Callback):
 
     Each rank writes `<log_dir>/rank_<id>/`. With only `log_dir` it works on any `Model`; wrap the
     training cell with `TrainOneStepWithHealth` to add gradient norms (see the module docstring).
-
-    Args:
-        log_dir: root folder of the logs (point TensorBoard or `tb-health check` at it).
-        collect_freq: write scalars every this many steps; every step still feeds the window
-            aggregates (max/min loss, max gradient norm, non-finite and overflow counts).
-        weight_freq: every this many steps, log weight norms and update ratios (host copies of
-            the weights at that step and the one before); 0 turns it off.
-        histogram_freq: every this many steps, log weight histograms; 0 turns it off.
-        histogram_ranks: the ranks that log histograms (`None` for all). Default: rank 0.
-        batch_size: samples per step for `train/throughput`; default: the dataset's batch size.
-        seq_length: tokens per sample; when given, `train/tokens_per_s` is logged too.
-        online_analysis: run the project's detectors during training (background thread) and
-            write each new finding as a `health/findings` text event, printed as well.
-        analyze_every: collections between two online analyses.
-        stop_on_critical: stop training (`run_context.request_stop()`) on a critical finding,
-            and at the step itself on a non-finite loss or applied non-finite gradient norm.
-        findings_min_severity: least severity of the findings written ("info", "warning", "critical").
-        rank, world_size: override the rank detection (communication API, then launcher variables).
-        flush_secs: how often the writer flushes to disk (an interrupted run keeps what was flushed).
-        analyze: replace the analysis function (RunData -> run report); for tests and experiments.
-        log_graph: write the network's graph once, after the first step, for TensorBoard's Graphs
-            tab: in graph mode the training cell's compiled graph (no compilation); in PyNative the
-            cell it wraps (network + loss) is compiled once for it (see `trainer_hooks.graph`).
+    Takes the fields of `trainer_hooks.options.HealthOptions` (`HealthMonitor(log_dir,
+    collect_freq=10, stop_on_critical=True, ...)`) or `options=HealthOptions(...)`, validated
+    here so that a bad value fails now, with a message, not mid-training. `batch_size` defaults
+    to the dataset's.
     """
 
-    def __init__(
-        self,
-        log_dir: str,
-        collect_freq: int = 10,
-        *,
-        weight_freq: int = 50,
-        histogram_freq: int = 100,
-        histogram_ranks: Sequence[int] | None = (0,),
-        batch_size: int | None = None,
-        seq_length: int | None = None,
-        online_analysis: bool = True,
-        analyze_every: int = 10,
-        stop_on_critical: bool = False,
-        findings_min_severity: str = "warning",
-        rank: int | None = None,
-        world_size: int | None = None,
-        flush_secs: float = 10.0,
-        analyze: Analyze | None = None,
-        log_graph: bool = False,
-    ) -> None:
+    def __init__(self, *args: Any, options: HealthOptions | None = None, **fields: Any) -> None:
         super().__init__()
-        self._options = dict(
-            log_dir=log_dir,
-            collect_freq=collect_freq,
-            weight_freq=weight_freq,
-            histogram_freq=histogram_freq,
-            histogram_ranks=histogram_ranks,
-            batch_size=batch_size,
-            seq_length=seq_length,
-            online_analysis=online_analysis,
-            analyze_every=analyze_every,
-            stop_on_critical=stop_on_critical,
-            findings_min_severity=findings_min_severity,
-            rank=rank,
-            world_size=world_size,
-            flush_secs=flush_secs,
-            analyze=analyze,
-        )
-        HealthLogger.check_options(**self._options)  # fail now, with a message, not mid-training
+        if options is None:
+            options = HealthOptions(*args, **fields)
+        elif args or fields:
+            raise TypeError("give either options=HealthOptions(...) or its fields, not both")
+        self.options = options
         self.health: HealthLogger | None = None
         self._broken = False
         self._last_step = 0
         self._health_cell: TrainOneStepWithHealth | None = None
         self._optimizer = None
-        self._graph_pending = bool(log_graph)  # kept apart from the logger's options on purpose
+        self._graph_pending = options.log_graph
 
     # ----- MindSpore callback hooks
 
@@ -158,10 +108,10 @@ class HealthMonitor(Callback):
         self._optimizer = field(cb_params, "optimizer") or getattr(cb_params.train_network, "optimizer", None)
         self._health_cell = find_cell(cb_params.train_network, TrainOneStepWithHealth)
         parameters = self._optimizer.parameters if self._optimizer is not None else cb_params.train_network.trainable_params()
-        options = dict(self._options)
-        if options["batch_size"] is None:
-            options["batch_size"] = dataset_batch_size(cb_params)
-        self.health = HealthLogger(**options, parameters=named_parameters(parameters))
+        options = self.options
+        if options.batch_size is None:
+            options = replace(options, batch_size=dataset_batch_size(cb_params))
+        self.health = HealthLogger(options=options, parameters=named_parameters(parameters))
         self._last_step = int(field(cb_params, "cur_step_num") or 0)
         if self._health_cell is not None:
             self._health_cell.reset_window()

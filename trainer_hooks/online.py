@@ -100,8 +100,10 @@ class OnlineAnalyzer:
         every: int = 10,
         min_severity: str = "warning",
         analyze: Analyze | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run_name = run_name
+        self._clock = clock  # seconds, for spacing the analyses; tests drive a clock of their own
         self.every = every
         self.min_rank = SEVERITY_RANK[min_severity]
         self._on_new_findings = on_new_findings
@@ -114,7 +116,7 @@ class OnlineAnalyzer:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._disabled = False
-        self._next_start = 0.0  # time.monotonic() before which no new analysis starts
+        self._next_start = 0.0  # clock time before which no new analysis starts
 
     def record_scalar(self, tag: str, step: int, value: float, wall_time: float) -> None:
         with self._lock:
@@ -133,7 +135,7 @@ class OnlineAnalyzer:
             return
         if self._pending is not None and not self._pending.done():
             return  # the previous analysis is still running: skip rather than queue up
-        if time.monotonic() < self._next_start:
+        if self._clock() < self._next_start:
             return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-health-online")
@@ -147,7 +149,7 @@ class OnlineAnalyzer:
     def _analyze_locked(self) -> list[dict]:
         if self._disabled:
             return []
-        started = time.monotonic()
+        started = self._clock()
         try:
             if self._analyze is None:
                 self._analyze = default_analyze()
@@ -157,7 +159,7 @@ class OnlineAnalyzer:
             logger.warning("tb-health: online analysis disabled after an error: %s: %s", type(error).__name__, error)
             return []
         finally:
-            took = time.monotonic() - started
+            took = self._clock() - started
             self._next_start = started + took / MAX_BUSY_FRACTION
         new = []
         for finding in report.get("findings", []):
@@ -186,7 +188,7 @@ class OnlineAnalyzer:
     def run_data(self):
         """A `RunData` snapshot of everything recorded, resumes resolved as the readers do
         (`tb_health_plugin/resume.py`)."""
-        from tb_health_plugin.series import RunData, ScalarSeries
+        from tb_health_plugin.run_data import RunData, ScalarSeries
 
         run = RunData(name=self.run_name)
         with self._lock:

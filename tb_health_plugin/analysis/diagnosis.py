@@ -45,11 +45,10 @@ import numpy as np
 
 from tb_health_plugin.analysis.findings import Finding
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.series import ScalarSeries
+from tb_health_plugin.run_data import ScalarSeries
 
 SPIKE_FACTOR = 3.0
 BASELINE_POINTS = 20
-LR_RISE = 1.2
 LR_IDLE_SHARE = 0.01
 SETTLE_POINTS = 2
 MARK = "Likely cause:"

@@ -18,7 +18,7 @@ from tb_health_plugin.analysis.checks import gradients, loss, loss_scale, lr_sch
 from tb_health_plugin.analysis.findings import Finding, run_report
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.contract import REPORT_VERSION, job_of
-from tb_health_plugin.series import RunData
+from tb_health_plugin.run_data import RunData
 
 logger = logging.getLogger(__name__)
 

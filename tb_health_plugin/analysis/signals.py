@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tb_health_plugin.roles import RoleMap, resolve_roles
-from tb_health_plugin.series import HistogramSeries, RunData, ScalarSeries
+from tb_health_plugin.run_data import HistogramSeries, RunData, ScalarSeries
 
 MS_PER_SECOND = 1000.0
 

@@ -39,7 +39,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tb_health_plugin.commands.watch import locale_language
+    from tb_health_plugin.notify.alerts import locale_language
 
     output_format = args.format or FORMATS.get(os.path.splitext(args.output)[1].lower())
     if output_format is None:

@@ -20,6 +20,7 @@ from tb_health_plugin.commands.check import logdir_problem, parse_tag_overrides
 from tb_health_plugin.commands.messages import say
 from tb_health_plugin.contract import SEVERITIES
 from tb_health_plugin.logdir_config import LogdirConfigError, load_logdir_config
+from tb_health_plugin.notify.alerts import locale_language
 
 PROG = "tb-health watch"
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -56,15 +57,6 @@ def register(subparsers) -> None:
     parser.add_argument("--tag", action="append", default=[], metavar="ROLE=TAG",
                         help="use TAG for ROLE, as in `tb-health check`; repeatable")
     parser.set_defaults(func=run)
-
-
-def locale_language(environ=os.environ) -> str:
-    """`zh` when the locale asks for Chinese (LC_ALL, LC_MESSAGES or LANG, in that order)."""
-    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = environ.get(name)
-        if value:
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"
 
 
 def default_state_file(logdir: str) -> str:

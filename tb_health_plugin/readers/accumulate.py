@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_health_plugin.resume import surviving_points
-from tb_health_plugin.series import Backtrack, HistogramSeries, ScalarSeries, TextSeries
+from tb_health_plugin.run_data import Backtrack, HistogramSeries, ScalarSeries, TextSeries
 
 _MIN_CAPACITY = 16
 

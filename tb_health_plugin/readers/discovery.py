@@ -32,7 +32,7 @@ import re
 import stat
 from dataclasses import dataclass
 
-from tb_health_plugin.readers.storage import Storage, storage_for
+from tb_health_plugin.readers.storage import Storage, storage_for, unreadable_folder, walk_folders  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -79,34 +79,6 @@ def is_special_file(path: str) -> bool:
         return False
 
 
-def walk_folders(top: str, onerror=None):
-    """Like `os.walk(top, onerror=...)` (top-down, symlinked folders not entered): (folder,
-    subfolders, others).
-
-    Iterative (a tree deeper than Python's recursion limit is walked like any other); folders
-    that cannot be listed are passed over (given to `onerror` first), symlinked folders are not
-    entered.
-    """
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError as error:
-            if onerror is not None:
-                onerror(error)
-            continue
-        names, subfolders = [], []
-        for entry in entries:
-            try:
-                is_folder = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_folder = False
-            (subfolders if is_folder else names).append(entry.name)
-        yield folder, subfolders, names
-        stack.extend(os.path.join(folder, name) for name in sorted(subfolders, reverse=True))
-
-
 def discover_runs(logdir: str, formats=FORMATS, storage: Storage | None = None) -> dict[str, list[EventFile]]:
     """Map each run name to its event files in read order. A missing logdir has no runs.
 
@@ -129,12 +101,5 @@ def discover_runs(logdir: str, formats=FORMATS, storage: Storage | None = None) 
     return runs
 
 
-_warned_folders: set[str] = set()
 
 
-def unreadable_folder(error: OSError) -> None:
-    """A folder os.walk cannot list: warned once per folder (a live reader walks again and again).
-    A folder gone (or a logdir not made yet) is not unreadable."""
-    if not isinstance(error, FileNotFoundError) and error.filename not in _warned_folders:
-        _warned_folders.add(error.filename)
-        logger.warning("tb-health: skipping unreadable folder %s (%s)", error.filename, error.strerror or error)

@@ -53,7 +53,7 @@ from tb_health_plugin.readers.storage import (  # noqa: F401 - open_regular_file
 )
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
 from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
-from tb_health_plugin.series import Backtrack, ReadNote, RunData
+from tb_health_plugin.run_data import Backtrack, ReadNote, RunData
 
 logger = logging.getLogger(__name__)
 # A failing store is said by whoever reads (the tab, the CLI with its retries), not counted as an

@@ -19,7 +19,6 @@ Damage handling, so a live or damaged file never stops a read:
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import google_crc32c
@@ -37,8 +36,6 @@ _MAX_CYCLE = 16  # longest repeating pattern of record sizes looked for
 _CYCLE_SAMPLE = 48  # recent records a pattern must explain
 _FIRST_PREDICTION = 64  # cycles predicted in the first window
 _PREDICTED_RECORDS = 1 << 18  # most records predicted per numpy pass
-
-_read_u64 = struct.Struct("<Q").unpack_from
 
 
 def _crc32c_table() -> np.ndarray:

@@ -164,4 +164,3 @@ MsBucket = _message_class(f"{MS_PACKAGE}.Summary.Histogram.bucket")
 # What the reader parses: buckets stay bytes, decoded for a whole batch at once with numpy.
 MsEventBatch = _message_class(f"{MS_RAW_BUCKETS_PACKAGE}.EventBatch")
 TbEventBatch = _message_class(f"{TB_BATCH_PACKAGE}.EventBatch")
-TbEvent = event_pb2.Event

@@ -87,8 +87,6 @@ class LocalStorage:
     fetches_ahead = False  # reads one by one are fast
 
     def listing(self, logdir: str):
-        from tb_health_plugin.readers.discovery import unreadable_folder, walk_folders
-
         return walk_folders(logdir, onerror=unreadable_folder)
 
     def is_regular(self, path: str) -> bool:
@@ -375,3 +373,43 @@ class Backoff:
         if not self.failures:
             return normal_s
         return min(self.max_s, max(normal_s, self.first_s * 2 ** (self.failures - 1)))
+
+
+# ----- the local file system's listing
+_warned_folders: set[str] = set()  # warned once each: a live reader walks again and again
+
+
+def walk_folders(top: str, onerror=None):
+    """Like `os.walk(top, onerror=...)` (top-down, symlinked folders not entered): (folder,
+    subfolders, others).
+
+    Iterative (a tree deeper than Python's recursion limit is walked like any other); folders
+    that cannot be listed are passed over (given to `onerror` first), symlinked folders are not
+    entered.
+    """
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as error:
+            if onerror is not None:
+                onerror(error)
+            continue
+        names, subfolders = [], []
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            (subfolders if is_folder else names).append(entry.name)
+        yield folder, subfolders, names
+        stack.extend(os.path.join(folder, name) for name in sorted(subfolders, reverse=True))
+
+
+def unreadable_folder(error: OSError) -> None:
+    """A folder os.walk cannot list: warned once per folder (a live reader walks again and again).
+    A folder gone (or a logdir not made yet) is not unreadable."""
+    if not isinstance(error, FileNotFoundError) and error.filename not in _warned_folders:
+        _warned_folders.add(error.filename)
+        logger.warning("tb-health: skipping unreadable folder %s (%s)", error.filename, error.strerror or error)

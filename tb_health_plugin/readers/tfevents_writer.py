@@ -21,7 +21,7 @@ from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from tb_health_plugin.readers.discovery import CONVERTED_SUFFIX
-from tb_health_plugin.series import RunData
+from tb_health_plugin.run_data import RunData
 
 
 @dataclass

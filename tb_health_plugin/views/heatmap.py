@@ -4,7 +4,7 @@ Rows are parameters ordered by depth (embeddings, then blocks by their number, t
 final norms and heads) so that vanishing gradients show as a dark top and exploding ones as a
 bright band. Columns are at most `width` buckets of consecutive logged steps (the union of every
 parameter's steps); a cell holds the largest finite norm in its bucket, so a one-step explosion
-stays visible at any zoom, like the min/max envelope of `views/series.py`.
+stays visible at any zoom, like the min/max envelope of `views/envelope.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_health_plugin.series import ScalarSeries
+from tb_health_plugin.run_data import ScalarSeries
 
 DEFAULT_WIDTH = 400
 MIN_WIDTH, MAX_WIDTH = 10, 2000

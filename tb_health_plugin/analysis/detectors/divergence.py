@@ -85,8 +85,8 @@ TREND_MAX_POINTS = 400
 
 def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Smoothed log-loss, its running best after `settled_from`, and the per-point noise sigma."""
-    smooth = rolling_median(y, SMOOTH_WINDOW)
-    sigma = max(robust_sigma(y - rolling_median(y, NOISE_TREND_WINDOW)), TINY_LOG_SCALE)
+    smooth = rolling_median(y, SMOOTH_WINDOW, edges="trend")
+    sigma = max(robust_sigma(y - rolling_median(y, NOISE_TREND_WINDOW, edges="trend")), TINY_LOG_SCALE)
     best = np.full(y.size, np.inf)
     best[settled_from:] = np.minimum.accumulate(smooth[settled_from:])
     return smooth, best, sigma

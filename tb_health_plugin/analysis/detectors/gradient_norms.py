@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
     median_window,
-    rolling_median,
     safe_log10,
     sustained_length,
     warmup_points,
@@ -128,7 +128,7 @@ def _climb_before_blow_up(values: np.ndarray) -> GradientEvent | None:
 def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> GradientEvent | None:
     n = values.size
     logs = _overflow_as_inf(values)
-    level = rolling_median(logs, median_window(n))
+    level = rolling_median(logs, median_window(n), edges="mirror")
     warm = warmup_points(n)
     finite_level = np.where(np.isfinite(level), level, np.nan)
     post = finite_level[warm:]
@@ -193,7 +193,7 @@ def vanishing(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEve
         return None
     logs = safe_log10(values)
     logs[values == 0] = -np.inf
-    level = rolling_median(logs, median_window(n))
+    level = rolling_median(logs, median_window(n), edges="mirror")
     warm = warmup_points(n)
     min_length = sustained_length(n, share=0.1)
     floor_run = first_sustained_run(level <= np.log10(ABSOLUTE_FLOOR), min_length)
@@ -254,7 +254,7 @@ def _loss_level_rise(loss: np.ndarray | None, base_index: int, start: int, stop:
     logs = safe_log10(np.asarray(loss, dtype=np.float64))
     if np.all(np.isnan(logs)) or np.all(np.isnan(logs[start:stop])):
         return None
-    level = rolling_median(logs, median_window(logs.size))
+    level = rolling_median(logs, median_window(logs.size), edges="mirror")
     return float(np.nanmedian(logs[start:stop]) - level[base_index])
 
 

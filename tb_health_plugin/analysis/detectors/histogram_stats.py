@@ -23,17 +23,6 @@ def histogram_norm(buckets: np.ndarray) -> float:
     return float(np.sqrt(np.sum(counts * centres**2)))
 
 
-def histogram_mean_std(buckets: np.ndarray) -> tuple[float, float]:
-    """Approximate mean and standard deviation of the summarised values."""
-    centres, counts = _centres_counts(buckets)
-    total = counts.sum()
-    if total <= 0:
-        return float("nan"), float("nan")
-    mean = float(np.sum(counts * centres) / total)
-    var = float(np.sum(counts * (centres - mean) ** 2) / total)
-    return mean, float(np.sqrt(max(var, 0.0)))
-
-
 def edge_share(buckets: np.ndarray, edge_fraction: float = 0.05) -> float:
     """Share of the values lying in the outer `edge_fraction` of the histogram's range, each side.
 

@@ -23,10 +23,10 @@ import warnings
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.gradient_norms import GradientEvent
+from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
     median_window,
-    rolling_median,
     safe_log10,
     sustained_length,
 )
@@ -96,7 +96,7 @@ def depth_imbalance(norms: np.ndarray) -> GradientEvent | None:
     gap[~np.isfinite(early) | ~np.isfinite(late)] = np.nan
     if np.all(np.isnan(gap)):
         return None
-    level = rolling_median(gap, median_window(n))
+    level = rolling_median(gap, median_window(n), edges="mirror")
     min_length = sustained_length(n, share=0.1)
     for kind, mask in (
         ("vanishing_gradients", level <= -DEPTH_DECADES),

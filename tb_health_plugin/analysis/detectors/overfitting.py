@@ -53,7 +53,7 @@ def overfitting(
     e = log_loss(eval_values)
     settled = e[e.size // 3 :]
     sigma_e = max(MAD_TO_SIGMA * mad(np.diff(settled, n=2)) / np.sqrt(6), MIN_EVAL_SIGMA_LOG)
-    smooth_e = rolling_median(e, 3)
+    smooth_e = rolling_median(e, 3, edges="trend")
     best = int(np.argmin(smooth_e[:-MIN_RISING_EVALS]))
     best = max(best - 1, 0) + int(np.argmin(e[max(best - 1, 0) : best + 2]))  # the raw best nearby
     best_level = smooth_e[best]
@@ -61,8 +61,8 @@ def overfitting(
     if not np.all(rising > Z_RISE * sigma_e):
         return []
     t = log_loss(train_values)
-    train_smooth = rolling_median(t, 9)
-    train_sigma = robust_sigma(t - rolling_median(t, 17))
+    train_smooth = rolling_median(t, 9, edges="trend")
+    train_sigma = robust_sigma(t - rolling_median(t, 17, edges="trend"))
     at_best = train_smooth[min(np.searchsorted(train_steps, eval_steps[best]), train_steps.size - 1)]
     at_end = train_smooth[-1]
     if not at_best - at_end > train_sigma:

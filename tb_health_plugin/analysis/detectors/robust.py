@@ -9,6 +9,7 @@ scale and a Student-t tail fitted to the run's own residuals. All functions are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy import ndimage, special, stats
@@ -49,17 +50,41 @@ def rolling_level(x: np.ndarray, window: int) -> np.ndarray:
     return ndimage.median_filter(x, size=min(odd_window(window), odd_window(x.size, 1)), mode="mirror")
 
 
-def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
-    """Centred running median that keeps a straight trend straight up to the ends.
+EdgeRule = Literal["mirror", "trend"]
 
-    Plain edge padding (repeating or mirroring the end values) biases the median near the ends
-    of a sloped curve: repeating the last value of a falling loss drags the trend below the
-    last points, which then look like a spike. We pad by point reflection through the median of
-    the last (first) few points, which continues a linear trend past the end.
+
+def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.ndarray:
+    """Centred rolling median; NaN inputs are first replaced by their nearest finite neighbour.
+
+    Infinite inputs are kept, so a stretch of +inf (an overflowed norm) raises the median while a
+    single one does not move it. Near the ends the window runs past the series; `edges` names how
+    it is completed, a choice each caller makes for its signal:
+
+    - "mirror": the series is reflected about its end points (scipy's `mirror` mode), `width`
+      at most twice the series' length less one. For levels that hover around a value (log gradient norms, update
+      ratios, step times): an end point is judged among its real neighbours.
+    - "trend": point reflection through the median of the last (first) few points, which
+      continues a linear trend past the end, with `width` made odd (at least 3) and at most the
+      series' length. For a sloped curve such as a falling loss, where repeating or mirroring
+      the end values would drag the trend below the last points, which would then look like a
+      spike.
     """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return values.copy()
+    filled = _fill_nan(values)
+    if np.all(np.isnan(filled)):
+        return filled
+    if edges == "mirror":
+        # at most one reflection: past that, scipy's mirror mode reads memory outside the array
+        return ndimage.median_filter(filled, size=min(width, 2 * filled.size - 1), mode="mirror")
+    if edges == "trend":
+        return _trend_continued_median(filled, width)
+    raise ValueError(f"edges must be 'mirror' or 'trend', got {edges!r}")
+
+
+def _trend_continued_median(y: np.ndarray, window: int) -> np.ndarray:
     n = y.size
-    if n == 0:
-        return y.copy()
     window = min(odd_window(window), odd_window(n, 1))
     half = window // 2
     if half == 0:
@@ -74,6 +99,18 @@ def rolling_median(y: np.ndarray, window: int) -> np.ndarray:
     padded = np.concatenate([head, y, tail])
     filtered = ndimage.median_filter(padded, size=window, mode="nearest")
     return filtered[pad : pad + n]
+
+
+def _fill_nan(values: np.ndarray) -> np.ndarray:
+    nan = np.isnan(values)
+    if not nan.any() or nan.all():
+        return values.copy()
+    index = np.arange(values.size)
+    good = index[~nan]
+    nearest = good[np.clip(np.searchsorted(good, index), 0, good.size - 1)]
+    before = good[np.clip(np.searchsorted(good, index) - 1, 0, good.size - 1)]
+    pick = np.where(np.abs(before - index) <= np.abs(nearest - index), before, nearest)
+    return values[pick]
 
 
 def mad(x: np.ndarray) -> float:

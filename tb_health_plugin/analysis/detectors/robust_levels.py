@@ -9,7 +9,6 @@ a run of consecutive points before calling it a problem. A rolling median of wid
 from __future__ import annotations
 
 import numpy as np
-from scipy.ndimage import median_filter
 
 # The first points of a run are dominated by initialisation (large gradient norms, compilation in
 # step times, a loss scale calibrating itself): this share of the points is never a baseline.
@@ -35,33 +34,6 @@ def safe_log10(values: np.ndarray) -> np.ndarray:
     ok = np.isfinite(values) & (values > 0)
     out[ok] = np.log10(values[ok])
     return out
-
-
-def rolling_median(values: np.ndarray, width: int) -> np.ndarray:
-    """Centred rolling median; NaN inputs are replaced by the nearest finite neighbour first.
-
-    Infinite inputs are kept, so a stretch of +inf (an overflowed norm) raises the level while a
-    single one does not move the median.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if values.size == 0:
-        return values
-    filled = _fill_nan(values)
-    if np.all(np.isnan(filled)):
-        return filled
-    return median_filter(filled, size=width, mode="mirror")
-
-
-def _fill_nan(values: np.ndarray) -> np.ndarray:
-    nan = np.isnan(values)
-    if not nan.any() or nan.all():
-        return values.copy()
-    index = np.arange(values.size)
-    good = index[~nan]
-    nearest = good[np.clip(np.searchsorted(good, index), 0, good.size - 1)]
-    before = good[np.clip(np.searchsorted(good, index) - 1, 0, good.size - 1)]
-    pick = np.where(np.abs(before - index) <= np.abs(nearest - index), before, nearest)
-    return values[pick]
 
 
 def runs_of_true(mask: np.ndarray) -> list[tuple[int, int]]:

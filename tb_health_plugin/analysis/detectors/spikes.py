@@ -138,7 +138,7 @@ def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = 
     if excluded.any() and (~excluded).sum() >= 2:
         filled = y.copy()
         filled[excluded] = np.interp(index[excluded], index[~excluded], y[~excluded])
-    trend = rolling_median(filled, TREND_WINDOW)
+    trend = rolling_median(filled, TREND_WINDOW, edges="trend")
     residual = y - trend
     absolute = np.abs(residual)
     clean = ~excluded

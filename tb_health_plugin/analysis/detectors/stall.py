@@ -84,7 +84,7 @@ def stalled_convergence(
     y = log_loss(values)
     interval = float(np.median(np.diff(steps))) if n > 1 else 1.0
     x = np.log2(steps - steps[0] + max(interval, 1.0))  # relative: see step 2 of the module doc
-    trend = rolling_median(y, TREND_WINDOW)
+    trend = rolling_median(y, TREND_WINDOW, edges="trend")
     sigma = max(robust_sigma(y - trend), TINY_LOG_SCALE)
     d0 = min(int(np.searchsorted(steps, schedule.warmup_end_step)), n - 1)
     d1 = _high_lr_end(schedule, d0, n)

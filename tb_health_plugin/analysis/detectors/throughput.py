@@ -55,10 +55,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import mannwhitneyu
 
+from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
     median_window,
-    rolling_median,
     sustained_length,
     warmup_points,
 )
@@ -177,7 +177,7 @@ def _gradual_change(logs: np.ndarray, min_points: int) -> tuple[int, float, floa
     p_value = float(mannwhitneyu(last, first, alternative="greater").pvalue)
     if p_value >= P_VALUE:
         return None
-    level = rolling_median(logs, median_window(logs.size))
+    level = rolling_median(logs, median_window(logs.size), edges="mirror")
     onset = int(np.argmax(level >= np.median(first) + np.log(SLOWDOWN_WARNING)))
     return onset, float(np.median(first)), float(np.median(last)), p_value, True
 
@@ -194,7 +194,7 @@ def _step_gaps(n: int, steps: np.ndarray | None) -> np.ndarray:
 
 def _cost(values, gaps, all_valid, valid, logs, onset, baseline) -> dict[str, float]:
     """Time the slow segment lost beyond the baseline, as a share of the run (same units)."""
-    level = np.exp(rolling_median(logs, median_window(logs.size)))
+    level = np.exp(rolling_median(logs, median_window(logs.size), edges="mirror"))
     slow = valid[onset:]
     excess = np.maximum(level[onset:] - np.exp(baseline), 0.0)
     lost_units = float(np.sum(excess * gaps[slow]))
@@ -285,7 +285,7 @@ def rank_loss_departures(steps: np.ndarray, losses: dict[str, np.ndarray]) -> di
     n = steps.size
     out = {}
     for row, rank in enumerate(ranks):
-        level = rolling_median(deviation[row], median_window(n))
+        level = rolling_median(deviation[row], median_window(n), edges="mirror")
         run = first_sustained_run(level >= limit, sustained_length(n, share=0.1))
         if run is None:
             continue

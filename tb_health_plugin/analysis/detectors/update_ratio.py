@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
     median_window,
-    rolling_median,
     safe_log10,
     sustained_length,
     warmup_points,
@@ -71,7 +71,7 @@ def large_updates(ratios: np.ndarray) -> WeightEvent | None:
     if n < MIN_POINTS:
         return None
     warm = warmup_points(n)
-    level = rolling_median(ratios, median_window(n))
+    level = rolling_median(ratios, median_window(n), edges="mirror")
     run = first_sustained_run(level[warm:] >= LARGE_UPDATE_RATIO, sustained_length(n))
     if run is None:
         return None
@@ -123,7 +123,7 @@ def drift(norms: np.ndarray) -> WeightEvent | None:
     n = norms.size
     if n < MIN_POINTS:
         return None
-    level = rolling_median(safe_log10(norms), median_window(n))
+    level = rolling_median(safe_log10(norms), median_window(n), edges="mirror")
     warm = warmup_points(n)
     base = level[min(warm, n - 1)]
     if not np.isfinite(base):
@@ -149,7 +149,7 @@ def saturation(edge_shares: np.ndarray) -> WeightEvent | None:
     warm = warmup_points(n)
     base = float(np.nanmedian(shares[: warm + 1]))
     limit = max(SATURATED_EDGE_SHARE, SATURATION_GROWTH * base)
-    level = rolling_median(shares, median_window(n))
+    level = rolling_median(shares, median_window(n), edges="mirror")
     run = first_sustained_run(level >= limit, sustained_length(n, share=0.1))
     if run is None:
         return None

@@ -1,6 +1,6 @@
 """Small MindSpore models and synthetic data for the demo runs (CPU-sized, seconds a run).
 
-Imported only inside the demo's training processes: the plugin and the CLI never import
+Imported only inside the demo's training processes: the demo's command line never imports
 MindSpore (it is heavy and switches protobuf to its slow pure-Python backend).
 """
 

@@ -1,4 +1,5 @@
-"""`tb-health demo`: train the demo runs with the hooks, check them, then serve TensorBoard."""
+"""`python -m tb_health_demo` (what `./scripts/demo` runs): train the demo runs with the hooks,
+print `tb-health check`'s report on them, then serve TensorBoard with the Health tab."""
 
 from __future__ import annotations
 
@@ -14,19 +15,18 @@ DEFAULT_LOGDIR = "demo_logs"
 DEFAULT_PORT = 6006
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="train small real MindSpore runs that show each problem, then open TensorBoard on them",
-        description="Trains the demo runs on the CPU with the trainer hooks (a few minutes on 2 cores), "
-        "prints the health report, then serves TensorBoard with the Health tab.",
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tb_health_demo",
+        description="Trains small real MindSpore runs that show each problem, on the CPU with the trainer "
+        "hooks (a few minutes on 2 cores), prints the health report, then serves TensorBoard with the Health tab.",
     )
     parser.add_argument("--logdir", default=DEFAULT_LOGDIR, help=f"where to write the runs (default: {DEFAULT_LOGDIR})")
     parser.add_argument("--no-serve", action="store_true", help="stop after training and the report")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TensorBoard's port (default: {DEFAULT_PORT})")
     parser.add_argument("--host", default="127.0.0.1", help="address TensorBoard binds to (default: 127.0.0.1)")
     parser.add_argument("--only", action="append", metavar="SCENARIO", help="train only this scenario (repeatable)")
-    parser.set_defaults(func=run)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
     # backend for the readers, fails ("Descriptors cannot be created directly"). The runs train in
     # their own processes, which import MindSpore first.
     if importlib.util.find_spec("mindspore") is None:
-        print("tb-health demo trains with MindSpore: pip install 'tb-health-plugin[hooks]'", file=sys.stderr)
+        print("the demo trains with MindSpore: pip install 'tb-health-plugin[hooks]'", file=sys.stderr)
         return EXIT_USAGE
+    from tb_health_demo.runner import DemoTrainingFailed, train_all
+    from tb_health_demo.scenarios import SCENARIOS
     from tb_health_plugin.commands.check import check_logdir, render_text
-    from tb_health_plugin.demo.runner import DemoTrainingFailed, train_all
-    from tb_health_plugin.demo.scenarios import SCENARIOS
 
     scenarios = SCENARIOS
     if args.only:
@@ -72,3 +72,11 @@ def serve(logdir: Path, host: str, port: int) -> int:
         return subprocess.call(command)
     except KeyboardInterrupt:
         return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

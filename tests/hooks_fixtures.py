@@ -1,5 +1,5 @@
-"""Shared helpers of the trainer_hooks tests (no tests here): read back logs with TensorBoard's
-own EventAccumulator, and build the tiny MindSpore trainings."""
+"""Helpers of the trainer_hooks tests: read back logs with TensorBoard's own EventAccumulator,
+and build the tiny MindSpore trainings."""
 
 from __future__ import annotations
 
@@ -8,6 +8,16 @@ from pathlib import Path
 
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+
+class ManualClock:
+    """A clock (seconds) that only the test moves: timings are checked on events, not on sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def accumulator(run_dir: Path) -> EventAccumulator:

@@ -1,4 +1,4 @@
-"""Train one demo run with the project's hooks: `python -m tb_health_plugin.demo.train NAME LOGDIR`.
+"""Train one demo run with the project's hooks: `python -m tb_health_demo.train NAME LOGDIR`.
 
 Each run trains in its own process (MindSpore keeps global state, and a diverging run must not
 disturb the others). The training is the usage the README recommends: `Model.train` with
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from tb_health_plugin.demo.scenarios import Scenario, by_name
+from tb_health_demo.scenarios import Scenario, by_name
 
 PROGRESS_EVERY = 50
 
@@ -38,7 +38,7 @@ def learning_rates(scenario: Scenario) -> list[float]:
 
 def batches(scenario: Scenario, rank: int):
     """The run's batches as a generator source (rank-specific seed, optional corruption)."""
-    from tb_health_plugin.demo import models
+    from tb_health_demo import models
 
     data = models.MarkovTokens(seed=rank) if scenario.model == "transformer" else models.GaussianClasses(seed=rank)
     for step in range(scenario.steps):
@@ -52,7 +52,7 @@ def build(scenario: Scenario):
     import mindspore as ms
     from mindspore import nn
 
-    from tb_health_plugin.demo import models
+    from tb_health_demo import models
     from trainer_hooks import TrainOneStepWithHealth
 
     ms.set_seed(0)

@@ -1,6 +1,6 @@
 """The demo's runs: what each trains, what goes wrong in it, and what the analysis must report.
 
-Plain data, no MindSpore import: the CLI and the tests read it to know what to expect.
+Plain data, no MindSpore import: the demo's command line and the tests read it to know what to expect.
 """
 
 from __future__ import annotations

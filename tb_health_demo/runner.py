@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tb_health_plugin.demo.scenarios import SCENARIOS, Scenario
+from tb_health_demo.scenarios import SCENARIOS, Scenario
 
 
 class DemoTrainingFailed(RuntimeError):
@@ -23,7 +23,7 @@ class DemoTrainingFailed(RuntimeError):
 
 
 def _start(scenario: Scenario, rank: int, logdir: Path, workdir: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "tb_health_plugin.demo.train", scenario.name, str(logdir), "--rank", str(rank)]
+    command = [sys.executable, "-m", "tb_health_demo.train", scenario.name, str(logdir), "--rank", str(rank)]
     env = dict(os.environ, GLOG_v="3", PYTHONWARNINGS="ignore")
     # MindSpore and MindFormers drop rank_0/, output/ and kernel caches into the working directory.
     return subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

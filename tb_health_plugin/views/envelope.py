@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_health_plugin.series import ScalarSeries
+from tb_health_plugin.run_data import ScalarSeries
 
 DEFAULT_WIDTH = 1000
 MIN_WIDTH, MAX_WIDTH = 10, 20000
