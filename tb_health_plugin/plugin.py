@@ -21,6 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_health_plugin.contract import SEVERITY_RANK, job_of
+from tb_health_plugin.i18n import LANGUAGES, kind_labels
 from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
 from tb_health_plugin.roles import resolve_roles
 from tb_health_plugin.service import HealthService, UnknownRun
@@ -109,6 +110,14 @@ def _required(request, name: str) -> str:
     return value
 
 
+def _lang_arg(request) -> str:
+    """`?lang=`: the language the findings are written in (default English)."""
+    lang = request.args.get("lang") or LANGUAGES[0]
+    if lang not in LANGUAGES:
+        raise BadRequest(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
+    return lang
+
+
 def run_summary(report: dict[str, Any], signals: dict[str, str], last_update: float | None) -> dict[str, Any]:
     findings = report["findings"]
     counts = {severity: 0 for severity in SEVERITY_RANK}
@@ -176,10 +185,11 @@ class HealthPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_runs(self, request):
+        lang = _lang_arg(request)
         if self._service is None:
-            return _json(request, {"logdir": "", "runs": []})
+            return _json(request, {"logdir": "", "language": lang, "kinds": kind_labels(lang), "runs": []})
 
-        reports = self._service.reports()
+        reports = self._service.reports(lang=lang)
         runs = []
         for name in sorted(reports):
             try:
@@ -192,13 +202,15 @@ class HealthPlugin(base_plugin.TBPlugin):
             summary["job"] = job_of(name)
             summary["source"] = source_format(self._logdir, name)
             runs.append(summary)
-        return _json(request, {"logdir": self._logdir, "runs": runs})
+        return _json(request, {"logdir": self._logdir, "language": lang, "kinds": kind_labels(lang), "runs": runs})
 
     @_route
     def _serve_report(self, request):
         service = self._require_service()
         run = _required(request, "run")
-        return _json(request, {"version": 1, "logdir": self._logdir, "runs": [service.report(run)]})
+        lang = _lang_arg(request)
+        report = service.report(run, lang)
+        return _json(request, {"version": 1, "logdir": self._logdir, "language": lang, "runs": [report]})
 
     @_route
     def _serve_tags(self, request):

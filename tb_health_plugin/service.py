@@ -18,6 +18,7 @@ from typing import Any
 
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.contract import job_of
+from tb_health_plugin.i18n import render_run_report
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.series import RunData
 
@@ -170,8 +171,9 @@ class HealthService:
             self._views.forget_runs(set(self._reader.run_names()))
         return body
 
-    def reports(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, dict[str, Any] | None]:
-        """Every run's report; None for runs whose first analysis did not finish within the budget.
+    def reports(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S, lang: str = "en") -> dict[str, dict[str, Any] | None]:
+        """Every run's report, written in `lang`; None for runs whose first analysis did not finish
+        within the budget.
 
         Runs whose data changed since their last analysis keep their last report until the new
         one is ready, so a busy analysis never blanks the overview.
@@ -197,14 +199,15 @@ class HealthService:
                 for name in members:
                     cached = self._reports.get(name)
                     out[name] = cached[1] if cached else None
-        return out
+        return {name: render_run_report(report, lang) if report else None for name, report in out.items()}
 
-    def report(self, run: str) -> dict[str, Any]:
+    def report(self, run: str, lang: str = "en") -> dict[str, Any]:
+        """One run's report, written in `lang` (the analysis is cached once for every language)."""
         names = self.run_names()
         if run not in names:
             raise UnknownRun(run)
         unit = unit_of(run)
-        return self._unit_reports([n for n in names if unit_of(n) == unit])[run]
+        return render_run_report(self._unit_reports([n for n in names if unit_of(n) == unit])[run], lang)
 
     # ----- analysis cache
 
@@ -229,7 +232,7 @@ class HealthService:
             if all(c is not None and c[0] == key for c in cached):
                 return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
-            fresh = engine.analyze_runs(runs)
+            fresh = engine.analyze_runs(runs, lang=None)
             with self._lock:
                 self.analysis_count += 1
                 for name, report in zip(members, fresh, strict=True):

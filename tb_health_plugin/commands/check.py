@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
 from tb_health_plugin.commands.messages import printable, read_problems, say
 from tb_health_plugin.contract import SCALAR_SPELLINGS, SEVERITY_RANK, is_samples_axis
+from tb_health_plugin.i18n import LANGUAGES, default_language
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_UNREADABLE = 2  # part of LOGDIR could not be read: the report covers only the rest
@@ -63,6 +64,12 @@ def register(subparsers) -> None:
         default="auto",
         help="progress on stderr: auto = when stderr is a terminal or the logdir is large",
     )
+    parser.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default=None,
+        help="language of the findings (default: from the locale, LC_ALL/LC_MESSAGES/LANG; else en)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -93,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir))
     with read_problems(PROG) as problems:
         try:
-            report = check_logdir(args.logdir, overrides, progress)
+            report = check_logdir(args.logdir, overrides, progress, args.lang or default_language())
         except MissingTagError as error:
             say(PROG, str(error))
             return EXIT_USAGE
@@ -128,8 +135,10 @@ def logdir_problem(logdir: str) -> str | None:
     return None
 
 
-def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None) -> dict:
-    """The contract report for every run under `logdir`."""
+def check_logdir(
+    logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None, lang: str = "en"
+) -> dict:
+    """The contract report for every run under `logdir`, its findings written in `lang`."""
     from tb_health_plugin.readers import read_logdir  # the readers pull in protobuf: import on use
 
     progress = progress or Progress(sys.stderr, show=False)
@@ -139,8 +148,10 @@ def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress:
     check_overrides_present(runs, overrides or {}, progress)
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
-    reports = analyze_runs(runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"))
-    return logdir_report(logdir, reports)
+    reports = analyze_runs(
+        runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"), lang=lang
+    )
+    return logdir_report(logdir, reports, lang)
 
 
 def check_overrides_present(runs, overrides: dict[str, str], progress: Progress) -> None:
