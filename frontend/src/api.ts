@@ -1,5 +1,8 @@
 // Typed access to the plugin's routes (tb_health_plugin/http_api.md), relative to this module
-// so the tab works under any TensorBoard path prefix.
+// so the tab works under any TensorBoard path prefix. Findings come written in the tab's language
+// (`?lang=`): their text is the server's message catalogue, never translated here.
+
+import {lang} from './i18n';
 
 export type Status = 'healthy' | 'warning' | 'critical' | 'no_data';
 export type Severity = 'info' | 'warning' | 'critical';
@@ -31,6 +34,9 @@ export interface RunSummary {
 
 export interface RunsResponse {
   logdir: string;
+  /** The language the findings are written in, and every finding kind's name in it. */
+  language: string;
+  kinds: Record<string, string>;
   runs: RunSummary[];
 }
 
@@ -44,6 +50,7 @@ export interface RunReport {
 export interface ReportResponse {
   version: number;
   logdir: string;
+  language: string;
   runs: RunReport[];
 }
 
@@ -123,8 +130,8 @@ function rangeParams(range?: Range | null): {start?: number; end?: number} {
 export const api = {
   /** TensorBoard's own run list, in its order (for its run colours). */
   tensorboardRuns: (signal?: AbortSignal) => getJson<string[]>('../../runs', {}, signal),
-  runs: (signal?: AbortSignal) => getJson<RunsResponse>('runs', {}, signal),
-  report: (run: string, signal?: AbortSignal) => getJson<ReportResponse>('report', {run}, signal),
+  runs: (signal?: AbortSignal) => getJson<RunsResponse>('runs', {lang: lang()}, signal),
+  report: (run: string, signal?: AbortSignal) => getJson<ReportResponse>('report', {run, lang: lang()}, signal),
   tags: (run: string, signal?: AbortSignal) => getJson<TagsResponse>('tags', {run}, signal),
   series: (run: string, tag: string, width: number, range?: Range | null, signal?: AbortSignal) =>
     getJson<SeriesResponse>('series', {run, tag, width: Math.round(width), ...rangeParams(range)}, signal),

@@ -8,7 +8,8 @@ catalogue renders an event in any of its languages (`messages.render`).
 
 `Phrase` is an argument that is itself a catalogue id (a clause chosen by the numbers, such as
 "and stays non-finite to the end" against "at 3 logged point(s)"); it is rendered with the
-same arguments as the message it sits in.
+same arguments as the message it sits in. Detectors that take a `what` (the series they look
+at) take a code of the catalogue's `series.<what>` (`loss`, `training_loss`, `loss_window_max`...).
 """
 
 from __future__ import annotations

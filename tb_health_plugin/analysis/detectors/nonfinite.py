@@ -22,7 +22,10 @@ def nonfinite_values(
     excused_steps: np.ndarray | None = None,
     always_critical: bool = False,
 ) -> list[Event]:
-    """One finding for the non-finite points of one series (none when all are finite)."""
+    """One finding for the non-finite points of one series (none when all are finite).
+
+    `what` names the series for the message: a code of the catalogue's `series.<what>`
+    (`training_loss`, `gradient_norm`, `evaluation_loss`, `learning_rate`)."""
     bad = ~np.isfinite(values)
     if excused_steps is not None and excused_steps.size:
         bad &= ~np.isin(steps, excused_steps)
