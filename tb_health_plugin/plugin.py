@@ -23,7 +23,9 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from tb_health_plugin.analysis.render import kind_labels
 from tb_health_plugin.contract import x_axis_of
+from tb_health_plugin.i18n import LANGUAGES
 from tb_health_plugin.service import HealthService
 from tb_health_plugin.views import envelope as envelope_view
 from tb_health_plugin.views import heatmap as heatmap_view
@@ -100,6 +102,14 @@ def _required(request, name: str) -> str:
     return value
 
 
+def _lang_arg(request) -> str:
+    """`?lang=`: the language the findings are written in (default English)."""
+    lang = request.args.get("lang") or LANGUAGES[0]
+    if lang not in LANGUAGES:
+        raise errors.InvalidArgumentError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
+    return lang
+
+
 class HealthPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
@@ -143,14 +153,16 @@ class HealthPlugin(base_plugin.TBPlugin):
         return self._service
 
     def _serve_runs(self, request):
+        lang = _lang_arg(request)
         if self._service is None:
-            return _json(request, {"logdir": "", "runs": [], "jobs": [], "config": None, "storage": None})
+            return _json(request, {"logdir": "", "language": lang, "kinds": kind_labels(lang), "runs": [],
+                                   "jobs": [], "config": None, "storage": None})
         # the overview is cached per data version; the store's state changes without new data
-        return _json(request, {**self._service.overview(), "storage": self._service.storage_status()})
+        return _json(request, {**self._service.overview(lang=lang), "storage": self._service.storage_status()})
 
     def _serve_report(self, request):
         service = self._require_service()
-        return _json(request, service.report_response(_required(request, "run")))
+        return _json(request, service.report_response(_required(request, "run"), _lang_arg(request)))
 
     def _serve_tags(self, request):
         service = self._require_service()

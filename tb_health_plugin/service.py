@@ -29,6 +29,7 @@ from typing import Any
 from tensorboard import errors
 
 from tb_health_plugin.analysis import engine
+from tb_health_plugin.analysis.render import kind_labels, render_run_report
 from tb_health_plugin.contract import job_of
 from tb_health_plugin.logdir_config import (
     LogdirConfig,
@@ -139,7 +140,7 @@ class HealthService:
         self._config_signature: tuple | None = None
         self.config_error: str | None = None
         self._roles: dict[str, tuple[tuple, RoleMap]] = {}  # run -> ((version, overrides), roles)
-        self._overview: tuple | None = None  # (versions, reports and config; response; the reports)
+        self._overview: dict[str, tuple] = {}  # lang -> (versions and config; response; the reports it rests on)
         self._backoff = Backoff()
         self._next_refresh_at = 0.0  # time.time() of the next refresh
 
@@ -257,11 +258,11 @@ class HealthService:
                 del self._roles[gone]
         return roles
 
-    def overview(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, Any]:
+    def overview(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S, lang: str = "en") -> dict[str, Any]:
         """The overview: every run's summary and every job's roll-up (`views/overview.py`), plus
         the overrides in force. Rebuilt only when a run's data version, its report (a pending
         or stale one replaced) or the overrides changed."""
-        reports = self.reports(budget_s)
+        reports = self._raw_reports(budget_s)  # unrendered: the same objects while nothing changed
         versions = []
         for name in sorted(reports):
             try:  # a report is identified by its object: the cached response keeps them alive
@@ -273,8 +274,9 @@ class HealthService:
                       "tags": dict(self._config.tags), "error": self.config_error}
         key = (tuple(versions), repr(config))
         with self._lock:
-            if self._overview is not None and self._overview[0] == key:
-                return self._overview[1]
+            cached = self._overview.get(lang)
+            if cached is not None and cached[0] == key:
+                return cached[1]
         runs = []
         for name, _, _ in versions:
             try:
@@ -282,19 +284,20 @@ class HealthService:
                 roles = self.roles(name)
             except UnknownRun:
                 continue
-            report = reports[name] or overview_view.pending_report(name)
+            report = render_run_report(reports[name], lang) if reports[name] else overview_view.pending_report(name)
             summary = overview_view.run_summary(report, roles.scalars, data.last_wall_time or None)
             summary["job"] = job_of(name)
             summary["source"] = source_format(self.logdir, name)
             runs.append(summary)
-        response = {"logdir": self.logdir, "runs": runs, "jobs": overview_view.job_summaries(runs), "config": config}
+        response = {"logdir": self.logdir, "language": lang, "kinds": kind_labels(lang), "runs": runs,
+                    "jobs": overview_view.job_summaries(runs), "config": config}
         with self._lock:
-            self._overview = (key, response, reports)
+            self._overview[lang] = (key, response, reports)
         return response
 
-    def report_response(self, run: str) -> dict[str, Any]:
-        """The versioned report holding just `run` (`http_api.md`, `report`)."""
-        return engine.logdir_report(self.logdir, [self.report(run)])
+    def report_response(self, run: str, lang: str = "en") -> dict[str, Any]:
+        """The versioned report holding just `run`, written in `lang` (`http_api.md`, `report`)."""
+        return engine.logdir_report(self.logdir, [self.report(run, lang)], lang)
 
     def view(self, run: str, view: str, params: tuple, render: Callable[[RunData], str]) -> str:
         """`render(run data)` (a response body), cached for the run's data version (`ViewCache`)."""
@@ -312,8 +315,14 @@ class HealthService:
             self._views.forget_runs(set(self._reader.run_names()))
         return body
 
-    def reports(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S) -> dict[str, dict[str, Any] | None]:
-        """Every run's report; None for runs whose first analysis did not finish within the budget.
+    def reports(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S, lang: str = "en") -> dict[str, dict[str, Any] | None]:
+        """Every run's report, written in `lang`; None for runs whose first analysis did not finish
+        within the budget."""
+        return {name: render_run_report(r, lang) if r else None for name, r in self._raw_reports(budget_s).items()}
+
+    def _raw_reports(self, budget_s: float) -> dict[str, dict[str, Any] | None]:
+        """Every run's report as analysed (events, no text); None for runs whose first analysis
+        did not finish within the budget.
 
         Runs whose data changed since their last analysis keep their last report until the new
         one is ready, so a busy analysis never blanks the overview.
@@ -347,16 +356,17 @@ class HealthService:
         from tb_health_plugin.report.document import build_report
         from tb_health_plugin.report.render import render_html, render_markdown
 
-        analysed = {"runs": [self.report(run) for run in runs]}
+        analysed = {"runs": [self.report(run, lang) for run in runs]}
         document = build_report(self.logdir, self._reader, analysed, lang, runs)
         return render_html(document) if output_format == "html" else render_markdown(document)
 
-    def report(self, run: str) -> dict[str, Any]:
+    def report(self, run: str, lang: str = "en") -> dict[str, Any]:
+        """One run's report, written in `lang` (the analysis is cached once for every language)."""
         names = self.run_names()
         if run not in names:
             raise UnknownRun(run)
         unit = unit_of(run)
-        return self._unit_reports([n for n in names if unit_of(n) == unit])[run]
+        return render_run_report(self._unit_reports([n for n in names if unit_of(n) == unit])[run], lang)
 
     # ----- analysis cache
 
@@ -382,7 +392,7 @@ class HealthService:
             if all(c is not None and c[0] == key for c in cached):
                 return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
-            fresh = engine.analyze_runs(runs, dict(overrides))
+            fresh = engine.analyze_runs(runs, dict(overrides), lang=None)
             with self._lock:
                 self.analysis_count += 1
                 for name, report in zip(members, fresh, strict=True):

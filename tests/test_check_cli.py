@@ -65,6 +65,30 @@ def test_json_report_is_strict_and_follows_the_contract(logdir, capsys):
     assert "tb-health: read 3 runs" in err  # progress goes to stderr, stdout stays parseable
 
 
+def test_lang_writes_the_findings_in_chinese_and_the_report_says_so(logdir, capsys, monkeypatch):
+    monkeypatch.setenv("LC_ALL", "en_US.UTF-8")  # --lang wins over the locale
+    code, out, _ = run_check(capsys, str(logdir), "--format", "json", "--lang", "zh")
+    report = json.loads(out)
+    assert code == 1 and report["language"] == "zh"
+    spike = next(f for r in report["runs"] for f in r["findings"] if f["kind"] == "loss_spike")
+    assert spike["message"].startswith("损失在第 5010 步跳升") and "5000" in spike["message"]
+    english = json.loads(run_check(capsys, str(logdir), "--format", "json", "--lang", "en")[1])
+    assert english["language"] == "en"
+    assert [(f["kind"], f["step"]) for r in english["runs"] for f in r["findings"]] == [
+        (f["kind"], f["step"]) for r in report["runs"] for f in r["findings"]
+    ]
+
+
+@pytest.mark.parametrize("environ, language", [({"LANG": "zh_CN.UTF-8"}, "zh"), ({"LANG": "C.UTF-8"}, "en")])
+def test_the_language_defaults_to_the_locale(logdir, capsys, monkeypatch, environ, language):
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    report = json.loads(run_check(capsys, str(logdir), "--format", "json")[1])
+    assert report["language"] == language
+
+
 @pytest.mark.parametrize("fail_on, expected", [("critical", 1), ("warning", 1)])
 def test_fail_on_sets_the_exit_code(logdir, capsys, fail_on, expected):
     assert run_check(capsys, str(logdir), "--fail-on", fail_on)[0] == expected

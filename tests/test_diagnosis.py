@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tb_health_plugin.analysis.diagnosis import MARK, explain
+from tb_health_plugin.analysis import diagnosis
 from tb_health_plugin.analysis.engine import analyze_runs
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
+from tb_health_plugin.analysis.kinds import diagnosers
+from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import RunData, ScalarSeries
 
@@ -36,8 +38,19 @@ def run_with(grad_spike: bool, scale_drop: bool = False, lr_jump: bool = False, 
     return RunSignals.from_run(data)
 
 
-def spike_finding(extra: list[Finding] = ()) -> list[Finding]:
-    return [Finding("loss_spike", "warning", int(STEPS[SPIKE]), "train/loss", "The loss spiked."), *extra]
+def explain(findings: list[Event], signals: RunSignals) -> list[Event]:
+    return diagnosis.explain(findings, signals, diagnosers())
+
+
+def spike_finding(extra: list[Event] = ()) -> list[Event]:
+    step = int(STEPS[SPIKE])
+    evidence = {"peak_step": step, "ratio_to_trend": 4.0, "width_points": 1}
+    args = {
+        "what": Phrase("series.loss"),
+        "points": Phrase("loss_spike.points.one"),
+        "tail": Phrase("loss_spike.tail.first_batches"),
+    }
+    return [Event("loss_spike", "warning", step, "train/loss", "loss_spike.jump", evidence, args=args), *extra]
 
 
 def test_a_one_step_spike_of_loss_and_gradients_that_settles_at_once_is_a_bad_batch():
@@ -50,7 +63,7 @@ def test_a_bad_batch_whose_loss_stays_raised_for_a_few_windows_is_still_a_bad_ba
     """The demo's corrupted batch: the loss jumps, stays ~2x up for two more windows (its one
     large update moved the weights), while the gradient norm spiked at one point only."""
     signals = run_with(True, grad_points=1)
-    lasting = [Finding("loss_spike", "warning", int(STEPS[SPIKE]), "train/loss", "The loss spiked.",
+    lasting = [Event("loss_spike", "warning", int(STEPS[SPIKE]), "train/loss", "The loss spiked.",
                        end_step=int(STEPS[SPIKE + 2]))]
     assert explain(lasting, signals)[0].evidence["cause"] == "bad_batch"
     assert explain(lasting, run_with(True, grad_points=6))[0].evidence["cause"] == "unstable_update"
@@ -63,12 +76,13 @@ def test_a_bad_batch_whose_loss_stays_raised_for_a_few_windows_is_still_a_bad_ba
 def test_a_loss_spike_is_explained_by_the_gradient_norm_and_the_loss_scale(grad_spike, scale_drop, cause):
     explained = explain(spike_finding(), run_with(grad_spike, scale_drop))[0]
     assert explained.evidence["cause"] == cause
-    assert MARK in explained.message and "try to" in explained.message
+    message = render_finding(explained, "en")["message"]
+    assert "Likely cause:" in message and "try to" in message
     assert explained.evidence["related"]["loss_scale_dropped"] is scale_drop
 
 
 def test_a_loss_spike_at_a_learning_rate_jump_points_at_the_schedule():
-    jump = Finding("lr_schedule", "warning", int(STEPS[SPIKE]), "train/lr", "jump", evidence={"what": "jump"})
+    jump = Event("lr_schedule", "warning", int(STEPS[SPIKE]), "train/lr", "jump", evidence={"what": "jump"})
     explained = explain(spike_finding([jump]), run_with(True, lr_jump=True))
     assert explained[0].evidence["cause"] == "lr_change"
 
@@ -95,7 +109,7 @@ def nan_run(grad_first: bool) -> RunData:
 
 @pytest.mark.parametrize("grad_first, cause", [(True, "backward_overflow"), (False, "forward_nonfinite")])
 def test_nan_first_in_the_gradients_versus_first_in_the_loss(grad_first, cause):
-    finding = Finding("nonfinite", "critical", 2000, "train/loss", "The loss is NaN.")
+    finding = Event("nonfinite", "critical", 2000, "train/loss", "The loss is NaN.")
     explained = explain([finding], RunSignals.from_run(nan_run(grad_first)))[0]
     assert explained.evidence["cause"] == cause
     related = explained.evidence["related"]
@@ -123,20 +137,20 @@ def test_a_stall_while_the_learning_rate_is_zero_is_blamed_on_the_schedule():
             "train/lr": ScalarSeries.from_lists(STEPS, lr),
         },
     )
-    stall = Finding("stalled_convergence", "warning", 1500, "train/loss", "Stalled.", end_step=2990)
+    stall = Event("stalled_convergence", "warning", 1500, "train/loss", "Stalled.", end_step=2990)
     explained = explain([stall], RunSignals.from_run(data))[0]
     assert explained.evidence["cause"] == "lr_at_floor"
 
 
 def test_findings_without_a_related_signal_are_left_as_they_are():
-    throughput = Finding("throughput", "warning", 10, "train/step_time_ms", "Slower.")
+    throughput = Event("throughput", "warning", 10, "train/step_time_ms", "Slower.")
     assert explain([throughput], run_with(False)) == [throughput]
 
 
 def test_nan_after_exploding_gradients_is_blamed_on_the_explosion():
     signals = RunSignals.from_run(nan_run(grad_first=False))
-    exploding = Finding("exploding_gradients", "critical", 1800, "train/grad_norm", "Exploded.")
-    nonfinite = Finding("nonfinite", "critical", 2000, "train/loss", "The loss is NaN.")
+    exploding = Event("exploding_gradients", "critical", 1800, "train/grad_norm", "Exploded.")
+    nonfinite = Event("nonfinite", "critical", 2000, "train/loss", "The loss is NaN.")
     explained = explain([exploding, nonfinite], signals)[1]
     assert explained.evidence["cause"] == "exploding_gradients"
     assert explained.evidence["related"]["exploding_from_step"] == 1800
@@ -155,10 +169,10 @@ def creeping_run() -> RunSignals:
 
 def test_a_slow_divergence_is_diagnosed_over_its_whole_span_not_at_its_first_step():
     signals = creeping_run()
-    divergence = Finding("divergence", "critical", 6010, "train/loss", "The loss rises.")
+    divergence = Event("divergence", "critical", 6010, "train/loss", "The loss rises.")
     alone = explain([divergence], signals)[0]
     assert alone.evidence["cause"] == "unstable_update"  # the gradients grew along the rise
-    exploding = Finding("exploding_gradients", "critical", 7000, "train/grad_norm", "Exploded.")
+    exploding = Event("exploding_gradients", "critical", 7000, "train/grad_norm", "Exploded.")
     with_explosion = explain([divergence, exploding], signals)[0]
     assert with_explosion.evidence["cause"] == "exploding_gradients"
 
@@ -166,5 +180,5 @@ def test_a_slow_divergence_is_diagnosed_over_its_whole_span_not_at_its_first_ste
 def test_a_divergence_with_normal_gradients_is_not_blamed_on_one_batch():
     signals = creeping_run()
     signals.grad_norm = ScalarSeries.from_lists(signals.loss.steps, np.ones(len(signals.loss)))
-    divergence = Finding("divergence", "critical", 6010, "train/loss", "The loss rises.")
+    divergence = Event("divergence", "critical", 6010, "train/loss", "The loss rises.")
     assert explain([divergence], signals)[0].evidence.get("cause") != "data"

@@ -7,8 +7,9 @@ import json
 import numpy as np
 
 from tb_health_plugin.analysis import engine
-from tb_health_plugin.analysis.checks import loss as loss_checks
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
+from tb_health_plugin.analysis.kinds import run_checks as registered_checks
+from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.contract import KINDS
 from tb_health_plugin.run_data import RunData, ScalarSeries
 
@@ -68,7 +69,7 @@ def test_a_failing_check_becomes_info_and_hides_nothing_else(monkeypatch):
     def broken(signals):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(loss_checks, "RUN_CHECKS", [broken, *loss_checks.RUN_CHECKS])
+    monkeypatch.setattr(engine, "run_checks", lambda: [broken, *registered_checks()])
     report = engine.analyze_run(loss_run("b", spike=True))
     kinds = [(f["kind"], f["severity"]) for f in report["findings"]]
     assert ("check_error", "info") in kinds and ("loss_spike", "warning") in kinds
@@ -77,15 +78,17 @@ def test_a_failing_check_becomes_info_and_hides_nothing_else(monkeypatch):
 
 def test_info_findings_never_make_a_run_unhealthy(monkeypatch):
     def context(signals):
-        return [Finding("lr_schedule", "info", 0, "lr", "The schedule is cosine.")]
+        shape = {"shape": Phrase("lr_schedule.name.cosine")}
+        return [Event("lr_schedule", "info", 0, "lr", "lr_schedule.shape", {"peak_lr": 1.0, "floor_lr": 0.0}, args=shape)]
 
-    monkeypatch.setattr(loss_checks, "RUN_CHECKS", [context])
+    monkeypatch.setattr(engine, "run_checks", lambda: [context])
     assert engine.analyze_run(loss_run("a"))["status"] == "healthy"
 
 
 def test_non_finite_evidence_is_written_as_strings_in_strict_json():
-    finding = Finding("divergence", "critical", 5, "loss", "It diverged.", {"peak": float("inf"), "z": np.float32("nan")})
-    assert json.loads(strict_json(finding.to_json()))["evidence"] == {"peak": "inf", "z": "nan"}
+    evidence = {"windows": 2, "peak": float("inf"), "z": np.float32("nan")}
+    finding = Event("nonfinite", "critical", 5, "train/nonfinite_count", "nonfinite.counts", evidence)
+    assert json.loads(strict_json(render_finding(finding, "en")))["evidence"] == {"windows": 2, "peak": "inf", "z": "nan"}
 
 
 def test_analysis_work_grows_linearly_with_points():

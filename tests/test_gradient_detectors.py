@@ -13,8 +13,14 @@ from tb_health_plugin.analysis.checks.gradients import (
 )
 from tb_health_plugin.analysis.detectors.gradient_norms import exploding, vanishing
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
+from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import HistogramSeries, RunData, ScalarSeries
+
+
+def english(event) -> str:
+    """The event's message as the English report writes it."""
+    return render_finding(event, "en")["message"]
 
 
 def noisy_norms(n=300, level=1.0, seed=0) -> np.ndarray:
@@ -141,7 +147,7 @@ def test_the_global_check_reports_step_tag_evidence_and_advice():
     assert [f.kind for f in findings] == ["exploding_gradients"]
     f = findings[0]
     assert f.tag == "grad-norm" and 1000 <= f.step <= 1080
-    assert "Clip" in f.message and f.evidence["advice"]
+    assert "Clip" in english(f) and render_finding(f, "en")["evidence"]["advice"]
 
 
 def test_mindformers_local_norms_feed_the_depth_check_and_rebuild_the_global_norm():
@@ -265,8 +271,8 @@ def test_layers_with_exactly_zero_gradients_name_float16_underflow_among_the_cau
     scalars = {f"grad_norm/{i}.weight": (steps, np.zeros(300)) for i in (0, 2)}
     scalars["grad_norm/4.weight"] = (steps, 0.3 * np.exp(rng.normal(0, 0.3, 300)))
     zero = per_layer_check(run_signals(scalars))
-    assert [f.kind for f in zero] == ["vanishing_gradients"] and "underflowed" in zero[0].message
+    assert [f.kind for f in zero] == ["vanishing_gradients"] and "underflowed" in english(zero[0])
     scalars["grad_norm/0.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))  # tiny, not zero
     scalars["grad_norm/2.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))
     tiny = per_layer_check(run_signals(scalars))
-    assert [f.kind for f in tiny] == ["vanishing_gradients"] and "underflowed" not in tiny[0].message
+    assert [f.kind for f in tiny] == ["vanishing_gradients"] and "underflowed" not in english(tiny[0])

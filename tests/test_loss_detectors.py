@@ -12,6 +12,12 @@ from tb_health_plugin.analysis.detectors.robust import fit_noise_tail, log_loss,
 from tb_health_plugin.analysis.detectors.schedule import infer_schedule
 from tb_health_plugin.analysis.detectors.spikes import loss_spikes
 from tb_health_plugin.analysis.detectors.stall import stalled_convergence
+from tb_health_plugin.analysis.render import render_finding
+
+
+def english(event) -> str:
+    """The event's message as the English report writes it."""
+    return render_finding(event, "en")["message"]
 
 ALARMS = ("warning", "critical")
 
@@ -56,7 +62,7 @@ def test_a_spike_is_found_at_its_step_with_the_last_healthy_step_as_advice():
     found = alarms(loss_spikes(steps, np.exp(y), "train/loss", infer_schedule(steps)))
     assert [f.step for f in found] == [int(steps[900])]
     assert found[0].evidence["last_healthy_step"] == int(steps[899])
-    assert str(int(steps[899])) in found[0].message
+    assert str(int(steps[899])) in english(found[0])
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -133,9 +139,9 @@ def test_a_run_ending_in_nan_diverged_and_is_nonfinite():
     values = np.exp(y)
     values[450:] = np.nan
     assert [f.kind for f in loss_divergence(steps, values, "loss", infer_schedule(steps))] == ["divergence"]
-    found = nonfinite_values(steps, values, "loss", "training loss", always_critical=True)
+    found = nonfinite_values(steps, values, "loss", "training_loss", always_critical=True)
     assert found[0].step == steps[450] and found[0].severity == "critical"
-    assert str(int(steps[449])) in found[0].message
+    assert str(int(steps[449])) in english(found[0])
 
 
 def test_a_plateau_at_a_high_learning_rate_is_a_stall():
@@ -218,7 +224,7 @@ def test_an_excursion_of_eight_orders_of_magnitude_is_critical_though_it_comes_b
     found = alarms(loss_divergence(steps, values, "loss/auto", infer_schedule(steps)))
     assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]
     assert found[0].step <= 3 and found[0].evidence["ratio_peak_to_start"] > 1e8
-    assert "no recovery" in found[0].message
+    assert "no recovery" in english(found[0])
 
 
 def test_a_loss_nan_from_its_first_logged_point_after_a_finite_start_blew_up_there():
@@ -226,16 +232,16 @@ def test_a_loss_nan_from_its_first_logged_point_after_a_finite_start_blew_up_the
     values = np.full(steps.size, np.nan)
     schedule = infer_schedule(steps)
     never = loss_divergence(steps, values, "train/loss", schedule)
-    assert "check the inputs" in never[0].message
+    assert "check the inputs" in english(never[0])
     window_min = np.full(steps.size, np.nan)
     window_min[0] = 140.7
     started = loss_divergence(steps, values, "train/loss", schedule, window_min=window_min)
     assert [(f.kind, f.severity, f.step) for f in started] == [("divergence", "critical", 10)]
-    assert "started finite (140.7" in started[0].message and "learning rate" in started[0].message
-    assert "inputs" not in started[0].message
+    assert "started finite (140.7" in english(started[0]) and "learning rate" in english(started[0])
+    assert "inputs" not in english(started[0])
     with_first_point = values.copy()
     with_first_point[0] = 140.7  # a logger that logs step 1 itself, or SummaryCollector
-    assert "started finite" in loss_divergence(steps, with_first_point, "train/loss", schedule)[0].message
+    assert "started finite" in english(loss_divergence(steps, with_first_point, "train/loss", schedule)[0])
 
 
 def test_the_stall_verdict_does_not_depend_on_where_step_numbering_starts():

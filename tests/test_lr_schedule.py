@@ -7,8 +7,14 @@ import pytest
 
 from tb_health_plugin.analysis.checks.lr_schedule import lr_schedule_check
 from tb_health_plugin.analysis.detectors.lr_fit import analyze_lr, fit_shape
+from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import Backtrack, RunData, ScalarSeries
+
+
+def english(event) -> str:
+    """The event's message as the English report writes it."""
+    return render_finding(event, "en")["message"]
 
 N = 1000
 STEPS = np.arange(N)
@@ -99,7 +105,7 @@ def test_the_check_uses_the_readers_backtracks_and_reports_an_actionable_finding
     assert len(alarms) == 1
     reset = alarms[0]
     assert reset.kind == "lr_schedule" and reset.tag == "learning-rate"
-    assert "after the resume" in reset.message and "scheduler state" in reset.message
+    assert "after the resume" in english(reset) and "scheduler state" in english(reset)
 
 
 def test_a_flat_rate_that_suddenly_leaps_is_a_jump_not_a_warmup():
@@ -130,7 +136,7 @@ def test_warm_restarts_with_periods_growing_by_t_mult_are_a_planned_cyclic_sched
     assert analysis.shape == "cyclic" and analysis.problems == []
     data = RunData("run", scalars={"train/lr": ScalarSeries.from_lists(steps, lr)})
     findings = lr_schedule_check(RunSignals.from_run(data))
-    assert [f.severity for f in findings] == ["info"] and "cyclic" in findings[0].message
+    assert [f.severity for f in findings] == ["info"] and "cyclic" in english(findings[0])
 
 
 def test_cyclic_rates_rising_from_a_base_are_planned():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -65,6 +66,20 @@ def test_report_has_contract_shape_for_one_run(client):
     assert run["status"] in {"healthy", "warning", "critical", "no_data"}
     assert run["steps"] == {"first": 0, "last": 499}
     assert isinstance(run["findings"], list)
+
+
+def test_report_and_runs_are_written_in_the_language_asked_for(client):
+    english = get(client, "/report?run=spiky")
+    chinese = get(client, "/report?run=spiky&lang=zh")
+    assert english["language"] == "en" and chinese["language"] == "zh"
+    en_findings, zh_findings = english["runs"][0]["findings"], chinese["runs"][0]["findings"]
+    assert [(f["kind"], f["step"]) for f in en_findings] == [(f["kind"], f["step"]) for f in zh_findings]
+    assert en_findings and all(re.search(r"[\u4e00-\u9fff]", f["message"]) for f in zh_findings)
+    runs = get(client, "/runs?lang=zh")
+    assert runs["language"] == "zh" and runs["kinds"]["loss_spike"] == "损失尖峰"
+    spiky = next(r for r in runs["runs"] if r["run"] == "spiky")
+    assert re.search(r"[\u4e00-\u9fff]", spiky["worst"]["message"])
+    assert "lang must be one of en, zh" in get(client, "/report?run=spiky&lang=fr", expect=400)["error"]
 
 
 def test_unknown_run_is_404_and_missing_parameter_400(client):

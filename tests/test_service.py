@@ -64,11 +64,11 @@ def test_slow_analysis_of_one_run_does_not_block_another(logdir, monkeypatch):
     release, entered = threading.Event(), threading.Event()
     original = service_module.engine.analyze_runs
 
-    def analyze_runs(runs, overrides=None):
+    def analyze_runs(runs, overrides=None, **options):
         if runs[0].name == "a":
             entered.set()
             release.wait(30)
-        return original(runs, overrides)
+        return original(runs, overrides, **options)
 
     monkeypatch.setattr(service_module.engine, "analyze_runs", analyze_runs)
     service = HealthService(str(logdir), refresh_interval_s=3600)

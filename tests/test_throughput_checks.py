@@ -11,8 +11,14 @@ from tb_health_plugin.analysis.detectors.throughput import (
     step_time_regression,
 )
 from tb_health_plugin.analysis.engine import analyze_runs
+from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import RunData, ScalarSeries
+
+
+def english(event) -> str:
+    """The event's message as the English report writes it."""
+    return render_finding(event, "en")["message"]
 
 
 def step_times(n=1500, ms=120.0, seed=0) -> np.ndarray:
@@ -56,7 +62,7 @@ def test_throughput_alone_is_checked_as_time_per_sample():
     data = RunData("run", scalars={"throughput": ScalarSeries.from_lists(steps, 64 / (t / 1000))})
     findings = step_time_check(RunSignals.from_run(data))
     assert len(findings) == 1 and findings[0].kind == "throughput" and findings[0].severity == "warning"
-    assert "samples/s" in findings[0].message and 6990 <= findings[0].step <= 7010
+    assert "samples/s" in english(findings[0]) and 6990 <= findings[0].step <= 7010
 
 
 def test_the_slow_rank_is_the_outlier_and_similar_fast_ranks_are_not():
@@ -116,7 +122,7 @@ def test_a_sustained_2x_slowdown_over_half_the_run_is_a_warning():
     assert [f.severity for f in findings] == ["warning"]
     e = findings[0].evidence
     assert 0.25 < e["lost_share"] < 0.4 and e["slow_seconds"] > 100
-    assert "of the run's time" in findings[0].message
+    assert "of the run's time" in english(findings[0])
 
 
 def test_a_slowdown_in_the_last_seconds_of_a_short_run_is_only_info():
@@ -127,7 +133,7 @@ def test_a_slowdown_in_the_last_seconds_of_a_short_run_is_only_info():
     t[108:] *= 2.5
     findings = step_time_check(RunSignals.from_run(timed_run(t, every=5)))
     assert [f.severity for f in findings] == ["info"]
-    assert findings[0].evidence["slow_seconds"] < 60 and "no alarm" in findings[0].message
+    assert findings[0].evidence["slow_seconds"] < 60 and "no alarm" in english(findings[0])
 
 
 def test_a_slowdown_costing_a_small_share_of_the_run_is_only_info():

@@ -11,8 +11,14 @@ from tb_health_plugin.analysis.detectors.update_ratio import (
     saturation,
     stopped_by_ratio,
 )
+from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import HistogramSeries, RunData, ScalarSeries
+
+
+def english(event) -> str:
+    """The event's message as the English report writes it."""
+    return render_finding(event, "en")["message"]
 
 N = 200
 STEPS = np.arange(N) * 10
@@ -83,7 +89,7 @@ def test_the_check_groups_parameters_and_respects_the_learning_rate():
     assert len(findings) == 1
     stopped = findings[0]
     assert stopped.kind == "weight_updates" and stopped.step == 1500
-    assert stopped.evidence["parameter_count"] == 4 and "stopped changing" in stopped.message
+    assert stopped.evidence["parameter_count"] == 4 and "stopped changing" in english(stopped)
 
 
 def test_saturated_histograms_reach_the_weight_distribution_kind():

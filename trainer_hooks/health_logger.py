@@ -20,7 +20,7 @@ import numpy as np
 
 from tb_health_plugin import contract
 from tb_health_plugin.contract import SEVERITY_RANK
-from tb_health_plugin.notify.alerts import locale_language
+from tb_health_plugin.i18n import default_language
 from trainer_hooks.aggregates import HealthWindow
 from trainer_hooks.notices import Notices
 from trainer_hooks.online import OnlineAnalyzer
@@ -307,7 +307,7 @@ class HealthLogger:
         try:
             return findings_notifier(
                 options.notify, run_name, job_dir, options.collect_freq, options.notify_config,
-                options.notify_lang or locale_language(), options.tensorboard_url,
+                options.notify_lang or default_language(), options.tensorboard_url,
                 max(options.findings_min_severity, "warning", key=SEVERITY_RANK.__getitem__),
             )
         except (ConfigError, OSError) as error:

@@ -1,5 +1,8 @@
 // Typed access to the plugin's routes (tb_health_plugin/http_api.md), relative to this module
-// so the tab works under any TensorBoard path prefix.
+// so the tab works under any TensorBoard path prefix. Findings come written in the tab's language
+// (`?lang=`): their text is the server's message catalogue, never translated here.
+
+import {lang} from './i18n';
 
 import type {Kind, REPORT_VERSION, Severity, Status} from './generated/contract';
 
@@ -45,6 +48,9 @@ export interface StorageProblem {
 
 export interface RunsResponse {
   logdir: string;
+  /** The language the findings are written in, and every finding kind's name in it. */
+  language: string;
+  kinds: Record<string, string>;
   runs: RunSummary[];
   jobs: JobSummary[];
   /** The logdir's tb-health.toml, as the CLI reads it too. */
@@ -62,6 +68,7 @@ export interface RunReport {
 export interface ReportResponse {
   version: typeof REPORT_VERSION;
   logdir: string;
+  language: string;
   runs: RunReport[];
 }
 
@@ -148,8 +155,8 @@ function rangeParams(range?: Range | null): {start?: number; end?: number} {
 export const api = {
   /** TensorBoard's own run list, in its order (for its run colours). */
   tensorboardRuns: (signal?: AbortSignal) => getJson<string[]>('../../runs', {}, signal),
-  runs: (signal?: AbortSignal) => getJson<RunsResponse>('runs', {}, signal),
-  report: (run: string, signal?: AbortSignal) => getJson<ReportResponse>('report', {run}, signal),
+  runs: (signal?: AbortSignal) => getJson<RunsResponse>('runs', {lang: lang()}, signal),
+  report: (run: string, signal?: AbortSignal) => getJson<ReportResponse>('report', {run, lang: lang()}, signal),
   tags: (run: string, signal?: AbortSignal) => getJson<TagsResponse>('tags', {run}, signal),
   series: (run: string, tag: string, width: number, range?: Range | null, signal?: AbortSignal) =>
     getJson<SeriesResponse>('series', {run, tag, width: Math.round(width), ...rangeParams(range)}, signal),

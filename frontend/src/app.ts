@@ -7,7 +7,7 @@ import {api, type RunSummary, type StorageProblem} from './api';
 import {setTensorBoardRuns} from './colors';
 import {CompareView} from './compare';
 import {el} from './dom';
-import {bindText, lang, relabel, relativeAge, setLang, t, type Lang} from './i18n';
+import {bindText, lang, relabel, relativeAge, setKindNames, setLang, t, type Lang} from './i18n';
 import {Overview} from './overview';
 import {Poller} from './poll';
 import {RunView} from './runView';
@@ -93,6 +93,11 @@ export class App {
   private async refresh(): Promise<void> {
     try {
       const [response] = await Promise.all([api.runs(), this.tensorBoardRunOrder()]);
+      if (response.language !== lang()) return; // asked before a language switch: its answer follows
+      if (setKindNames(response.kinds)) {
+        this.runView.relabel();
+        this.compare.relabel();
+      }
       this.runs = response.runs;
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
@@ -182,6 +187,8 @@ export class App {
     this.compare.relabel();
     this.updateLangButtons();
     this.renderRefreshState();
+    void this.poller.now(); // the findings are written by the server: ask again in this language
+    this.runView.reloadFindings();
     const reload = this.host.querySelector<HTMLElement>('button.reload');
     if (reload) {
       setTip(reload, t('refresh'));

@@ -25,7 +25,6 @@ export const FIELDS: Record<string, Field> = {
   best_eval_loss: F('Best eval loss', '最佳验证损失'),
   best_eval_step: F('Best eval step', '最佳验证步', 'step'),
   best_loss: F('Best loss', '最低损失'),
-  cause: F('Likely cause', '可能原因', 'code'),
   change_log: F('Loss change over the tail', '尾段损失变化', 'logratio'),
   change_stderr_log: F('Standard error of that change', '该变化的标准误', 'logratio'),
   collapse_factor: F('Collapse factor', '塌缩倍数', 'factor'),
@@ -107,20 +106,9 @@ export const FIELDS: Record<string, Field> = {
   zero_share: F('Share of zeros', '零值比例', 'share'),
 };
 
-/** Short names of the codes some fields hold (cause, schedule, what). */
+/** Short names of the codes some fields hold (schedule, what). The likely cause is not listed:
+ * the server's message says it in the chosen language. */
 const CODES: Record<string, [string, string]> = {
-  mixed_precision_overflow: ['mixed-precision overflow', '混合精度溢出'],
-  lr_change: ['learning-rate change', '学习率变化'],
-  unstable_update: ['unstable update', '更新过大'],
-  bad_batch: ['bad batch', '异常批次'],
-  data: ['data', '数据'],
-  backward_overflow: ['overflow in the backward pass', '反向传播溢出'],
-  forward_nonfinite: ['non-finite in the forward pass', '前向计算产生非有限值'],
-  lr_peak: ['learning-rate peak', '学习率峰值'],
-  lr_at_floor: ['learning rate at its floor', '学习率处于下限'],
-  dead_gradients: ['dead gradients', '梯度恒为零'],
-  vanishing_gradients: ['vanishing gradients', '梯度消失'],
-  exploding_gradients: ['exploding gradients', '梯度爆炸'],
   cosine: ['cosine', '余弦'],
   linear: ['linear', '线性'],
   constant: ['constant', '恒定'],
@@ -131,7 +119,7 @@ const CODES: Record<string, [string, string]> = {
   rank_loss: ['one rank\'s loss departs from the others', '某个进程的损失偏离其他进程'],
 };
 
-/** Shown elsewhere on the finding (advice, the cause sentence) or only in the raw details. */
+/** Shown elsewhere on the finding (advice, the cause in the message) or only in the raw details. */
 const NOT_LISTED = new Set(['advice', 'cause', 'cause_advice', 'cause_detail', 'related']);
 
 function humanize(key: string): string {

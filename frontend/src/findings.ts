@@ -1,13 +1,13 @@
 // The findings list of one run: severity, kind, step range, message, evidence and advice.
-// Clicking a finding asks the run view to zoom every chart to it.
+// Clicking a finding asks the run view to zoom every chart to it. The server writes every text of
+// a finding in the tab's language (its message catalogue); this module only lays it out.
 
 import type {Finding} from './api';
 import {el} from './dom';
 import {evidenceBlock} from './evidence';
 import {graphLink} from './graphLinks';
 import {formatStep} from './format';
-import {findingTextZh} from './findingsZh';
-import {bindText, label, lang, t} from './i18n';
+import {bindText, label, t} from './i18n';
 import {scalarsUrl} from './tbLinks';
 
 export function findingKey(finding: Finding): string {
@@ -27,32 +27,12 @@ function stepText(finding: Finding): string {
   return `${t('step')} ${formatStep(finding.step)}`;
 }
 
-/** In English, the diagnosis's cause sentence, unless the message already says it. */
+/** The diagnosis's cause sentence, unless the message already says it (the server's messages
+ * do; this covers a finding written without it). */
 function causeLine(finding: Finding): HTMLElement | null {
   const detail = finding.evidence?.cause_detail;
-  if (typeof detail !== 'string' || !detail) return null;
-  const norm = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, ' ').trim();
-  if (norm(finding.message).includes(norm(detail))) return null;
-  return el('p', {class: 'finding-cause'}, [el('strong', {text: `${t('likelyCause')}: `}), detail[0].toUpperCase() + detail.slice(1)]);
-}
-
-/** In Chinese: the kind's meaning, the likely cause and what to do, then the English message
- * (it carries this finding's numbers) as the detail. */
-function chineseBody(finding: Finding): HTMLElement[] {
-  const text = findingTextZh(finding.kind, finding.severity, finding.evidence?.cause);
-  const parts: (HTMLElement | null)[] = [
-    el('p', {class: 'finding-message', text: text.meaning || finding.message}),
-    text.cause ? el('p', {class: 'finding-cause'}, [el('strong', {text: `${t('likelyCause')}：`}), text.cause]) : null,
-    text.todo ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}：`}), text.todo]) : null,
-    // the English message carries this finding's exact figures: one click away
-    text.meaning
-      ? el('details', {class: 'finding-original', on: {click: (event) => event.stopPropagation()}}, [
-          bindText(el('summary'), 'originalMessage'),
-          el('p', {class: 'muted', text: finding.message, attrs: {lang: 'en'}}),
-        ])
-      : null,
-  ];
-  return parts.filter((node): node is HTMLElement => node !== null);
+  if (typeof detail !== 'string' || !detail || finding.message.includes(detail)) return null;
+  return el('p', {class: 'finding-cause'}, [el('strong', {text: `${t('likelyCause')}${t('colon')}`}), detail]);
 }
 
 export function renderFindings(
@@ -89,7 +69,8 @@ export function renderFindings(
           el('span', {class: 'finding-kind', text: label('kind', finding.kind)}),
           el('span', {class: 'finding-steps', text: stepText(finding)}),
         ]),
-        ...(lang() === 'zh' ? chineseBody(finding) : [el('p', {class: 'finding-message', text: finding.message}), causeLine(finding)]),
+        el('p', {class: 'finding-message', text: finding.message}),
+        causeLine(finding),
         finding.tag
           ? el('div', {class: 'finding-tag'}, [
               el('span', {text: finding.tag}),
@@ -105,7 +86,7 @@ export function renderFindings(
             ])
           : null,
         finding.evidence ? evidenceBlock(finding.evidence) : null,
-        advice && lang() !== 'zh' ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}: `}), advice]) : null,
+        advice ? el('p', {class: 'finding-advice'}, [el('strong', {text: `${t('advice')}${t('colon')}`}), advice]) : null,
       ],
     );
     return item;

@@ -40,7 +40,7 @@ const EN = {
   evidence: 'Evidence',
   advice: 'Advice',
   likelyCause: 'Likely cause',
-  originalMessage: 'Original message (English)',
+  colon: ': ',
   details: 'details',
   openTimeSeries: 'Open this run and tag in the Time Series tab',
   scalars: 'Scalars',
@@ -101,21 +101,6 @@ const EN = {
   'severity.info': 'info',
   'severity.warning': 'warning',
   'severity.critical': 'critical',
-  'kind.nonfinite': 'NaN / Inf',
-  'kind.divergence': 'divergence',
-  'kind.loss_spike': 'loss spike',
-  'kind.exploding_gradients': 'exploding gradients',
-  'kind.vanishing_gradients': 'vanishing gradients',
-  'kind.stalled_convergence': 'stalled convergence',
-  'kind.lr_schedule': 'learning-rate schedule',
-  'kind.loss_scale': 'loss scale',
-  'kind.throughput': 'throughput',
-  'kind.overfitting': 'overfitting',
-  'kind.check_error': 'check error',
-  'kind.multiple_writers': 'several writers',
-  'kind.damaged_records': 'damaged records',
-  'kind.weight_updates': 'weight updates',
-  'kind.weight_distribution': 'weight distribution',
   'signal.loss': 'loss',
   'signal.lr': 'learning rate',
   'signal.grad_norm': 'gradient norm',
@@ -170,7 +155,7 @@ const ZH: Record<Key, string> = {
   evidence: '证据',
   advice: '建议',
   likelyCause: '可能原因',
-  originalMessage: '英文原文',
+  colon: '：',
   details: '详细数据',
   openTimeSeries: '在时间序列（Time Series）面板中打开此运行和标签',
   scalars: '标量',
@@ -231,21 +216,6 @@ const ZH: Record<Key, string> = {
   'severity.info': '提示',
   'severity.warning': '警告',
   'severity.critical': '严重',
-  'kind.nonfinite': 'NaN / Inf',
-  'kind.divergence': '发散',
-  'kind.loss_spike': '损失尖峰',
-  'kind.exploding_gradients': '梯度爆炸',
-  'kind.vanishing_gradients': '梯度消失',
-  'kind.stalled_convergence': '收敛停滞',
-  'kind.lr_schedule': '学习率调度',
-  'kind.loss_scale': '损失缩放',
-  'kind.throughput': '吞吐量',
-  'kind.overfitting': '过拟合',
-  'kind.check_error': '检查出错',
-  'kind.multiple_writers': '多个写入进程',
-  'kind.damaged_records': '损坏的记录',
-  'kind.weight_updates': '权重更新',
-  'kind.weight_distribution': '权重分布',
   'signal.loss': '损失',
   'signal.lr': '学习率',
   'signal.grad_norm': '梯度范数',
@@ -300,8 +270,20 @@ export function t(key: Key | string, params: Record<string, string | number> = {
   return template.replace(/\{(\w+)\}/g, (_, name: string) => String(params[name] ?? ''));
 }
 
+/** Names of the finding kinds in the current language, as the server's message catalogue
+ * writes them (`/runs` sends them with the runs): the tab keeps no list of kinds of its own. */
+let kindNames: Record<string, string> = {};
+
+/** Sets the kinds' names; true when they changed (the views showing kinds relabel then). */
+export function setKindNames(names: Record<string, string> | undefined): boolean {
+  if (!names || JSON.stringify(names) === JSON.stringify(kindNames)) return false;
+  kindNames = names;
+  return true;
+}
+
 /** A translated label for a finding kind, status, severity or signal, falling back to the raw id. */
 export function label(group: 'kind' | 'status' | 'severity' | 'signal', id: string): string {
+  if (group === 'kind') return kindNames[id] ?? id.replace(/_/g, ' ');
   const key = `${group}.${id}`;
   return TABLES[current][key] ?? EN[key as Key] ?? id.replace(/_/g, ' ');
 }

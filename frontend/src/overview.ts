@@ -5,7 +5,6 @@ import {exportUrl} from './api';
 import type {JobSummary, RunSummary, Severity} from './api';
 import {el} from './dom';
 import {ageSeconds, formatStep, visibleName} from './format';
-import {findingTextZh} from './findingsZh';
 import {bindText, label, lang, relativeAge, t} from './i18n';
 import {setTip} from './tooltip';
 import type {AppState, SortKey} from './state';
@@ -61,11 +60,9 @@ export function countsCell(counts: Record<Severity, number>): HTMLElement {
   return el('td', {class: 'counts'}, pills.length ? pills : [el('span', {class: 'muted', text: '0'})]);
 }
 
-/** The worst finding's text in the chosen language; the English message is its tooltip in Chinese. */
+/** The worst finding's text (written by the server in the chosen language), whole in its tooltip. */
 function worstText(worst: NonNullable<RunSummary['worst']>): {text: string; tip: string} {
-  if (lang() !== 'zh') return {text: worst.message, tip: worst.message};
-  const zh = findingTextZh(worst.kind, worst.severity, null).meaning;
-  return {text: zh || worst.message, tip: `${t('originalMessage')}: ${worst.message}`};
+  return {text: worst.message, tip: worst.message};
 }
 
 /** Shell quoting for a path in the suggested command. */

@@ -14,7 +14,7 @@ import {download, fileName, findingsCsv, findingsJson} from './download';
 import {setTip} from './tooltip';
 import {SettingsBar} from './controls';
 import {runColor} from './colors';
-import {bindText, label, t} from './i18n';
+import {bindText, label, lang, t} from './i18n';
 import {onSettings, settings} from './settings';
 import {onTheme} from './theme';
 import {Timeline} from './xaxis';
@@ -241,13 +241,18 @@ export class RunView {
   private async loadFindings(run: string, signal: AbortSignal): Promise<void> {
     try {
       const report = await api.report(run, signal);
-      if (signal.aborted || run !== this.run) return;
+      if (signal.aborted || run !== this.run || report.language !== lang()) return; // stale: asked before a switch
       this.findings = report.runs[0]?.findings ?? [];
       this.renderFindingsList();
       for (const chart of this.charts) chart.redraw();
     } catch (error) {
       if (!isAbort(error)) this.findingsPane.replaceChildren(bindText(el('p', {class: 'error'}), 'loadFailed', {error: String(error)}));
     }
+  }
+
+  /** Asks the server for the findings again (in the language now chosen). */
+  reloadFindings(): void {
+    if (this.run) void this.loadFindings(this.run, (this.loading ?? new AbortController()).signal);
   }
 
   private renderFindingsList(): void {

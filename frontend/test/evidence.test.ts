@@ -47,7 +47,7 @@ describe('formatField', () => {
   });
 
   it('shows an unknown code readably', () => {
-    expect(formatField('cause', 'some_new_cause')).toBe('some new cause');
+    expect(formatField('schedule', 'some_new_schedule')).toBe('some new schedule');
   });
 
   it('answers booleans in the chosen language', () => {

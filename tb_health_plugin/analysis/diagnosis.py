@@ -1,10 +1,10 @@
 """The likely cause of each finding, from what the other series did at the same steps.
 
 A finding says what went wrong in one series; this module looks at the others around its step
-and adds the most likely cause and what to try, in the message and in the evidence
-(`cause`: a short code, `cause_detail`: the sentence, `cause_advice`: what to try, `related`:
-the numbers it rests on). A finding that already carries `advice` gets only the cause appended.
-The causes, by kind:
+and adds the most likely cause to its evidence (`cause`: a code of `contract.CAUSES`,
+`related`: the numbers it rests on). It writes no text: the message catalogue
+(`tb_health_plugin/i18n`) says the cause and what to try, in the report's language. Each kind's
+module (`analysis/kinds/`) names the function below that diagnoses it. The causes, by kind:
 
 * loss spike / divergence: a gradient-norm spike together with a loss-scale drop or an overflow
   flag -> mixed-precision overflow; a learning-rate rise at that step -> the schedule; a loss
@@ -38,12 +38,13 @@ interval of that series on each side.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import ScalarSeries
 
@@ -51,92 +52,29 @@ SPIKE_FACTOR = 3.0
 BASELINE_POINTS = 20
 LR_IDLE_SHARE = 0.01
 SETTLE_POINTS = 2
-MARK = "Likely cause:"
 
-CAUSES: dict[str, tuple[str, str]] = {
-    "mixed_precision_overflow": (
-        "the gradient norm spiked and the loss scale dropped at the same steps, a mixed-precision overflow",
-        "clip gradients, lower the learning rate, or keep softmax/normalisation/loss in fp32 (or use bf16)",
-    ),
-    "lr_change": (
-        "the learning rate rose at the same steps",
-        "fix the schedule (or restore the scheduler state on resume)",
-    ),
-    "unstable_update": (
-        "the gradient norm spiked with the loss, an update too large for the loss surface",
-        "clip the gradient norm, lower the peak learning rate or lengthen warm-up",
-    ),
-    "bad_batch": (
-        "the loss and the gradient norm jumped together for one step and were back to normal right "
-        "after, so one batch most likely caused both (corrupt, mislabelled or out-of-distribution "
-        "samples) rather than the weights drifting",
-        "inspect and filter the samples of that step; gradient clipping limits the harm such batches do",
-    ),
-    "data": (
-        "the gradients stayed normal, so the batch of that step is the likely culprit (corrupt, "
-        "mislabelled or out-of-distribution samples)",
-        "inspect the samples of that step and filter or reshuffle the data",
-    ),
-    "backward_overflow": (
-        "non-finite values appeared first in the gradients and only later in the loss, an overflow in "
-        "the backward pass",
-        "clip gradients, lower the learning rate, or use loss scaling / bf16",
-    ),
-    "forward_nonfinite": (
-        "non-finite values appeared first in the loss (no earlier gradient blow-up), so the forward "
-        "pass or the loss produced them",
-        "check that step's inputs for NaN/Inf and guard log/division/softmax with an epsilon or fp32",
-    ),
-    "lr_peak": (
-        "the gradients blew up as the learning rate reached its peak",
-        "lower the peak learning rate, lengthen warm-up and clip the gradient norm",
-    ),
-    "lr_at_floor": (
-        "the learning rate is at zero or its floor at these steps",
-        "check the schedule's total/decay steps",
-    ),
-    "dead_gradients": (
-        "the gradients are exactly zero: dead ReLUs or a graph detached from the loss",
-        "check that the loss depends on these parameters; use LeakyReLU/GELU or a lower learning rate",
-    ),
-    "vanishing_gradients": (
-        "the gradients vanished before the loss stopped improving",
-        "fix the vanishing gradients first (activations, normalisation, initialisation)",
-    ),
-    "exploding_gradients": (
-        "the gradient norm exploded at or before these steps",
-        "clip the gradient norm and lower the learning rate",
-    ),
-}
+Diagnose = Callable[[Event, list[Event], RunSignals], tuple[str | None, dict[str, Any]]]
 
 
-def explain(findings: list[Finding], signals: RunSignals) -> list[Finding]:
-    """The findings with their most likely cause added (see module doc); order is kept."""
+def explain(findings: list[Event], signals: RunSignals, diagnosers: dict[str, Diagnose]) -> list[Event]:
+    """The findings with their most likely cause in the evidence (`cause`: a code of
+    `contract.CAUSES`, `related`: the figures it rests on); order is kept. `diagnosers` maps a
+    kind to the function that finds its cause (each kind's module in `analysis/kinds/` names it);
+    the text of a cause is the message catalogue's (`tb_health_plugin/i18n`)."""
     out = []
     for finding in findings:
-        if MARK in finding.message or "part_of" in finding.evidence:  # explained where it belongs
-            out.append(finding)
+        diagnose = diagnosers.get(finding.kind)
+        if diagnose is None or "cause" in finding.evidence or "part_of" in finding.evidence:
+            out.append(finding)  # nothing to add, or explained already / where it belongs
             continue
-        cause, related = _cause(finding, findings, signals)
-        out.append(_with_cause(finding, cause, related) if cause else finding)
+        cause, related = diagnose(finding, findings, signals)
+        if cause:
+            finding = replace(finding, evidence={**finding.evidence, "cause": cause, "related": related})
+        out.append(finding)
     return out
 
 
-def _with_cause(finding: Finding, cause: str, related: dict[str, Any]) -> Finding:
-    detail, advice = CAUSES[cause]
-    evidence = dict(finding.evidence)
-    evidence.update(
-        cause=cause, cause_detail=detail, cause_advice=advice[0].upper() + advice[1:] + ".", related=related
-    )
-    if "advice" in finding.evidence:  # the finding already says what to do: add only the cause
-        message = f"{finding.message} {MARK} {detail}."
-    else:
-        evidence["advice"] = evidence["cause_advice"]
-        message = f"{finding.message} {MARK} {detail}; try to {advice}."
-    return replace(finding, message=message, evidence=evidence)
-
-
-def _event_end(finding: Finding, signals: RunSignals) -> int:
+def _event_end(finding: Event, signals: RunSignals) -> int:
     """The last step of the event: its end step, or for a divergence still open at the end of
     the run the last logged loss step (the whole rise is the event, not its first step)."""
     if finding.end_step is not None:
@@ -146,46 +84,64 @@ def _event_end(finding: Finding, signals: RunSignals) -> int:
     return finding.step
 
 
-def _cause(finding: Finding, findings: list[Finding], signals: RunSignals) -> tuple[str | None, dict]:
-    start = finding.step
+def _exploded_first(finding: Event, findings: list[Event], signals: RunSignals) -> int | None:
+    """The first step of an exploding-gradients finding at or before the event's end."""
     end = _event_end(finding, signals)
-    exploded = [f for f in findings if f.kind == "exploding_gradients" and f.step <= end]
-    if finding.kind in ("divergence", "nonfinite") and exploded:
-        first = min(f.step for f in exploded)
-        related = {"exploding_from_step": first}
-        if finding.kind == "nonfinite":
-            related.update(_nonfinite_cause(signals)[1])
-        return "exploding_gradients", related
-    if finding.kind == "divergence" and _went_straight_to_nonfinite(finding, signals):
+    exploded = [f.step for f in findings if f.kind == "exploding_gradients" and f.step <= end]
+    return min(exploded) if exploded else None
+
+
+def nonfinite_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    first = _exploded_first(finding, findings, signals)
+    if first is not None:
+        return "exploding_gradients", {"exploding_from_step": first, **_nonfinite_cause(signals)[1]}
+    return _nonfinite_cause(signals)
+
+
+def divergence_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    first = _exploded_first(finding, findings, signals)
+    if first is not None:
+        return "exploding_gradients", {"exploding_from_step": first}
+    if _went_straight_to_nonfinite(finding, signals):
         cause, related = _nonfinite_cause(signals)
         if cause == "backward_overflow":
             return cause, related
-    if finding.kind in ("loss_spike", "divergence"):
-        return _loss_event_cause(signals, findings, start, end, finding.kind == "loss_spike")
-    if finding.kind == "nonfinite":
-        return _nonfinite_cause(signals)
-    if finding.kind == "exploding_gradients":
-        return _exploding_cause(signals, findings, start)
-    if finding.kind == "vanishing_gradients":
-        if finding.evidence.get("zero_share", 0) > 0.5:
-            return "dead_gradients", {"zero_share": finding.evidence["zero_share"]}
-        return _lr_idle(signals, start, end)
-    if finding.kind == "stalled_convergence":
-        cause, related = _lr_idle(signals, start, end)
-        if cause:
-            return cause, related
-        earlier = [f for f in findings if f.kind == "vanishing_gradients" and f.step <= end]
-        if earlier:
-            return "vanishing_gradients", {"vanishing_from_step": min(f.step for f in earlier)}
-        return None, {}
-    if finding.kind == "loss_scale":
-        near = [
-            f
-            for f in findings
-            if f.kind == "exploding_gradients" and abs(f.step - start) <= _gap(signals.loss_scale)
-        ]
-        if near:
-            return "exploding_gradients", {"exploding_from_step": near[0].step}
+    return _loss_event_cause(signals, findings, finding.step, _event_end(finding, signals), False)
+
+
+def loss_spike_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    return _loss_event_cause(signals, findings, finding.step, _event_end(finding, signals), True)
+
+
+def exploding_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    return _exploding_cause(signals, findings, finding.step)
+
+
+def vanishing_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    if finding.evidence.get("zero_share", 0) > 0.5:
+        return "dead_gradients", {"zero_share": finding.evidence["zero_share"]}
+    return _lr_idle(signals, finding.step, _event_end(finding, signals))
+
+
+def stall_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    end = _event_end(finding, signals)
+    cause, related = _lr_idle(signals, finding.step, end)
+    if cause:
+        return cause, related
+    earlier = [f for f in findings if f.kind == "vanishing_gradients" and f.step <= end]
+    if earlier:
+        return "vanishing_gradients", {"vanishing_from_step": min(f.step for f in earlier)}
+    return None, {}
+
+
+def loss_scale_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    near = [
+        f
+        for f in findings
+        if f.kind == "exploding_gradients" and abs(f.step - finding.step) <= _gap(signals.loss_scale)
+    ]
+    if near:
+        return "exploding_gradients", {"exploding_from_step": near[0].step}
     return None, {}
 
 
@@ -245,7 +201,7 @@ def _dropped(series: ScalarSeries | None, start: int, end: int) -> bool:
     return bool(np.any(inside < reference))
 
 
-def _lr_rose(signals: RunSignals, findings: list[Finding], start: int, end: int) -> bool:
+def _lr_rose(signals: RunSignals, findings: list[Event], start: int, end: int) -> bool:
     gap = _gap(signals.lr)
     for f in findings:
         if f.kind == "lr_schedule" and f.severity != "info" and start - gap <= f.step <= end + gap:
@@ -284,7 +240,7 @@ def _loss_event_cause(signals, findings, start, end, is_spike: bool) -> tuple[st
     return None, related
 
 
-def _went_straight_to_nonfinite(finding: Finding, signals: RunSignals) -> bool:
+def _went_straight_to_nonfinite(finding: Event, signals: RunSignals) -> bool:
     """A divergence that is the loss turning non-finite, with no finite rise before it."""
     return "nonfinite_from_step" in finding.evidence and "rise_onset_step" not in finding.evidence
 

@@ -1,9 +1,12 @@
 """Runs every check over a run (and every cross-rank check over a job) into the report.
 
-A check is `Callable[[RunSignals], list[Finding]]`, a thin adapter that picks arrays out of the
-signals and calls pure detectors (`analysis/detectors/`). Job checks take the signals of all
-ranks of one job (runs named `.../rank_<id>`). A failing check must not hide the others: its
-exception becomes an `info` finding saying the check could not run.
+A check is `Callable[[RunSignals], list[Event]]`, a thin adapter that picks arrays out of the
+signals and calls pure detectors (`analysis/detectors/`); the checks are those of the kinds in
+the registry (`analysis/kinds/`). Job checks take the signals of all ranks of one job (runs
+named `.../rank_<id>`). A failing check must not hide the others: its exception becomes an
+`info` finding saying the check could not run. The report is written in one language by the
+message catalogue (`tb_health_plugin/i18n`), or left as events (`lang=None`) for a caller that
+renders it per request.
 """
 
 from __future__ import annotations
@@ -14,26 +17,17 @@ from collections.abc import Callable
 from typing import Any
 
 from tb_health_plugin.analysis import diagnosis
-from tb_health_plugin.analysis.checks import gradients, loss, loss_scale, lr_schedule, throughput, weights
-from tb_health_plugin.analysis.findings import Finding, run_report
+from tb_health_plugin.analysis.event import Event
+from tb_health_plugin.analysis.findings import run_report
+from tb_health_plugin.analysis.kinds import diagnosers, job_checks, registry, run_checks
+from tb_health_plugin.analysis.render import render_run_report
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.contract import REPORT_VERSION, job_of
 from tb_health_plugin.run_data import RunData
 
 logger = logging.getLogger(__name__)
 
-RunCheck = Callable[[RunSignals], list[Finding]]
-JobCheck = Callable[[dict[str, RunSignals]], dict[str, list[Finding]]]
-
-CHECK_MODULES = (loss, gradients, weights, lr_schedule, loss_scale, throughput)
-
-
-def run_checks() -> list[RunCheck]:
-    return [check for module in CHECK_MODULES for check in getattr(module, "RUN_CHECKS", [])]
-
-
-def job_checks() -> list[JobCheck]:
-    return [check for module in CHECK_MODULES for check in getattr(module, "JOB_CHECKS", [])]
+registry()  # import every kind's module (and its detectors) now, not during the first analysis
 
 
 def _safely(check, argument, run: str) -> Any:
@@ -44,8 +38,8 @@ def _safely(check, argument, run: str) -> Any:
         return error
 
 
-def findings_for_run(signals: RunSignals) -> list[Finding]:
-    findings: list[Finding] = []
+def findings_for_run(signals: RunSignals) -> list[Event]:
+    findings: list[Event] = []
     for check in run_checks():
         result = _safely(check, signals, signals.run)
         if isinstance(result, Exception):
@@ -59,11 +53,13 @@ def analyze_runs(
     runs: list[RunData],
     overrides: dict[str, str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    lang: str | None = "en",
 ) -> list[dict[str, Any]]:
     """The contract's `runs` list for these runs, cross-rank checks included.
 
     `overrides` maps a scalar role to a tag (see `roles.resolve_roles`); `on_progress(done,
-    total)` is called after each run's own checks.
+    total)` is called after each run's own checks. The findings are written in `lang`, or left
+    as `Event`s when it is None (`analysis.render.render_run_report` writes them later).
     """
     signals = {run.name: RunSignals.from_run(run, overrides) for run in runs}
     findings = {}
@@ -86,28 +82,37 @@ def analyze_runs(
             for name, extra in result.items():
                 findings[name].extend(extra)
     reports = []
+    causes = diagnosers()
     for run in runs:
-        findings[run.name].extend(Finding(kind=note.kind, severity="info", step=0, tag="", message=note.message)
-                                  for note in run.notes)  # what the readers did about the data
-        diagnosed = diagnosis.explain(findings[run.name], signals[run.name])
-        reports.append(run_report(run.name, diagnosed, run.step_range()))
+        findings[run.name].extend(_note(note) for note in run.notes)  # what the readers did about the data
+        diagnosed = diagnosis.explain(findings[run.name], signals[run.name], causes)
+        report = run_report(run.name, diagnosed, run.step_range())
+        reports.append(report if lang is None else render_run_report(report, lang))
     return reports
 
 
-def analyze_run(run: RunData, overrides: dict[str, str] | None = None) -> dict[str, Any]:
-    return analyze_runs([run], overrides)[0]
+def analyze_run(run: RunData, overrides: dict[str, str] | None = None, lang: str | None = "en") -> dict[str, Any]:
+    return analyze_runs([run], overrides, lang=lang)[0]
 
 
-def logdir_report(logdir: str, run_reports: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"version": REPORT_VERSION, "logdir": logdir, "runs": run_reports}
+def logdir_report(logdir: str, run_reports: list[dict[str, Any]], lang: str = "en") -> dict[str, Any]:
+    """The CLI's report: rendered run reports, with the language they are written in."""
+    return {"version": REPORT_VERSION, "logdir": logdir, "language": lang, "runs": run_reports}
 
 
-def _check_failed(check, error: Exception) -> Finding:
+def _note(note) -> Event:
+    """A reader's note as an `info` finding; its text comes from the reader (see `note.*` in the
+    catalogue: a language may prefix what such a note means)."""
+    return Event(kind=note.kind, severity="info", step=0, tag="", message=f"note.{note.kind}", args={"text": note.message})
+
+
+def _check_failed(check, error: Exception) -> Event:
     name = getattr(check, "__name__", str(check))
-    return Finding(
+    return Event(
         kind="check_error",
         severity="info",
         step=0,
         tag="",
-        message=f"The check {name} could not run on this run ({type(error).__name__}: {error}).",
+        message="check_error.failed",
+        args={"check": name, "error_type": type(error).__name__, "error": str(error)},
     )

@@ -1,46 +1,19 @@
-"""The finding and report shapes the CLI and the plugin share (`http_api.md`, `report`).
+"""The report shape the CLI and the plugin share (`http_api.md`, `report`), before its text.
 
-Detectors return `Finding`s; `run_report` turns a run's findings into the contract's JSON
-object. Evidence may hold NaN/Inf: `json_safe` replaces them so the JSON stays strict.
+`run_report` orders a run's `Event`s into the contract's per-run object; the message catalogue
+(`tb_health_plugin/i18n`) writes each event as a finding in one language. Evidence may hold
+NaN/Inf: `json_safe` replaces them so the JSON stays strict.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.contract import SEVERITY_RANK, worst_status
-
-
-@dataclass
-class Finding:
-    kind: str
-    severity: str
-    step: int
-    tag: str
-    message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    end_step: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITY_RANK:
-            raise ValueError(f"unknown severity {self.severity!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "severity": self.severity,
-            "step": int(self.step),
-            "tag": self.tag,
-            "message": self.message,
-            "evidence": json_safe(self.evidence),
-        }
-        if self.end_step is not None:
-            out["end_step"] = int(self.end_step)
-        return out
 
 
 def json_safe(value: Any) -> Any:
@@ -63,16 +36,16 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def run_status(findings: list[Finding], has_data: bool) -> str:
+def run_status(findings: list[Event], has_data: bool) -> str:
     return worst_status((f.severity for f in findings), has_data)
 
 
-def run_report(run: str, findings: list[Finding], step_range: tuple[int, int] | None) -> dict[str, Any]:
-    """The contract's per-run object, findings ordered by step then severity."""
+def run_report(run: str, findings: list[Event], step_range: tuple[int, int] | None) -> dict[str, Any]:
+    """The contract's per-run object, its events ordered by step then severity (not yet text)."""
     ordered = sorted(findings, key=lambda f: (f.step, -SEVERITY_RANK[f.severity], f.kind))
     return {
         "run": run,
         "status": run_status(findings, step_range is not None),
         "steps": {"first": step_range[0], "last": step_range[1]} if step_range else None,
-        "findings": [f.to_json() for f in ordered],
+        "findings": ordered,
     }

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
 from tb_health_plugin.commands.messages import printable, read_problems, say
 from tb_health_plugin.contract import SCALAR_SPELLINGS, SEVERITY_RANK, is_samples_axis
+from tb_health_plugin.i18n import LANGUAGES, default_language
 from tb_health_plugin.logdir_config import CONFIG_FILE, LogdirConfigError, load_logdir_config
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -68,6 +69,12 @@ def register(subparsers) -> None:
         default="auto",
         help="progress on stderr: auto = when stderr is a terminal or the logdir is large",
     )
+    parser.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default=None,
+        help="language of the findings (default: from the locale, LC_ALL/LC_MESSAGES/LANG; else en)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     with read_problems(PROG) as problems:
         try:
-            report = check_logdir(args.logdir, overrides, progress)
+            report = check_logdir(args.logdir, overrides, progress, args.lang or default_language())
         except (MissingTagError, LogdirConfigError) as error:
             say(PROG, str(error))
             return EXIT_USAGE
@@ -142,10 +149,12 @@ def logdir_problem(logdir: str) -> str | None:
     return None
 
 
-def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None) -> dict:
-    """The contract report for every run under `logdir`, with the tag overrides of its
-    `tb-health.toml` (as the Health tab uses them) replaced role by role by `overrides`
-    (`--tag`); `LogdirConfigError` when that file cannot be used."""
+def check_logdir(
+    logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None, lang: str = "en"
+) -> dict:
+    """The contract report for every run under `logdir`, its findings written in `lang`, with the
+    tag overrides of its `tb-health.toml` (as the Health tab uses them) replaced role by role by
+    `overrides` (`--tag`); `LogdirConfigError` when that file cannot be used."""
     from tb_health_plugin.readers import read_logdir  # the readers pull in protobuf: import on use
 
     progress = progress or Progress(sys.stderr, show=False)
@@ -160,8 +169,10 @@ def check_logdir(logdir: str, overrides: dict[str, str] | None = None, progress:
     overrides = {**from_file, **(overrides or {})}
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
-    reports = analyze_runs(runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"))
-    return logdir_report(logdir, reports)
+    reports = analyze_runs(
+        runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"), lang=lang
+    )
+    return logdir_report(logdir, reports, lang)
 
 
 def check_overrides_present(runs, overrides: dict[str, str], progress: Progress, source: str = "") -> None:

@@ -39,7 +39,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tb_health_plugin.notify.alerts import locale_language
+    from tb_health_plugin.i18n import default_language
 
     output_format = args.format or FORMATS.get(os.path.splitext(args.output)[1].lower())
     if output_format is None:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         say(PROG, str(error))
         return EXIT_USAGE
     with read_problems(PROG):
-        text = write_report(args.logdir, output_format, args.lang or locale_language(), args.run, overrides)
+        text = write_report(args.logdir, output_format, args.lang or default_language(), args.run, overrides)
     if text is None:
         say(PROG, f"no event files found under {args.logdir}")
         return EXIT_USAGE
@@ -88,6 +88,6 @@ def write_report(logdir: str, output_format: str, lang: str, runs: list[str] | N
     names = reader.run_names()
     if not names:
         return None
-    analysed = logdir_report(logdir, analyze_runs([reader.run(name) for name in names], overrides))
+    analysed = logdir_report(logdir, analyze_runs([reader.run(name) for name in names], overrides, lang=lang), lang)
     document = build_report(logdir, reader, analysed, lang, runs)
     return render_html(document) if output_format == "html" else render_markdown(document)

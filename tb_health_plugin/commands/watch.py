@@ -19,8 +19,8 @@ import time
 from tb_health_plugin.commands.check import logdir_problem, parse_tag_overrides
 from tb_health_plugin.commands.messages import say
 from tb_health_plugin.contract import SEVERITIES
+from tb_health_plugin.i18n import default_language
 from tb_health_plugin.logdir_config import LogdirConfigError, load_logdir_config
-from tb_health_plugin.notify.alerts import locale_language
 
 PROG = "tb-health watch"
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     state_file = args.state or default_state_file(args.logdir)
     deduplicator = JobDeduplicator(_load_state(state_file))
-    notifier = Notifier(sinks, lang=args.lang or locale_language())
-    watcher = Watcher(args.logdir, overrides, args.tensorboard_url, args.min_severity)
+    lang = args.lang or default_language()
+    notifier = Notifier(sinks, lang=lang)
+    watcher = Watcher(args.logdir, overrides, args.tensorboard_url, args.min_severity, lang)
     try:
         while True:
             fresh = deduplicator.new(watcher.alerts())
@@ -112,11 +113,11 @@ class Watcher:
     """Reads a logdir incrementally and reports its alerts after each refresh."""
 
     def __init__(self, logdir: str, overrides: dict[str, str], tensorboard_url: str | None,
-                 min_severity: str) -> None:
+                 min_severity: str, lang: str = "en") -> None:
         from tb_health_plugin.readers import LogdirReader
 
         self.logdir, self.overrides = logdir, overrides
-        self.tensorboard_url, self.min_severity = tensorboard_url, min_severity
+        self.tensorboard_url, self.min_severity, self.lang = tensorboard_url, min_severity, lang
         self.reader = LogdirReader(logdir)
         self.run_count = 0
 
@@ -127,7 +128,7 @@ class Watcher:
         self.reader.refresh()
         runs = [self.reader.run(name) for name in self.reader.run_names()]
         self.run_count = len(runs)
-        report = logdir_report(self.logdir, analyze_runs(runs, self.overrides))
+        report = logdir_report(self.logdir, analyze_runs(runs, self.overrides, lang=self.lang), self.lang)
         return alerts_from_report(report, self.tensorboard_url, self.min_severity)
 
 

@@ -15,7 +15,6 @@ not see on opening the run. Ranks that saw the same event are named in the one m
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -183,11 +182,3 @@ def _summary_line(alert: Alert, labels: dict) -> str:
     rank = f" {labels['rank']} {alert.rank}" if alert.rank is not None else ""
     return f"{labels['severity'][alert.severity]} {alert.kind}{rank}, {labels['step']} {alert.step:,}: {alert.text}"
 
-
-def locale_language(environ=os.environ) -> str:
-    """`zh` when the locale asks for Chinese (LC_ALL, LC_MESSAGES or LANG, in that order)."""
-    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = environ.get(name)
-        if value:
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"

@@ -1,1 +1,2 @@
-"""Adapters from RunSignals to the pure detectors; each module exposes RUN_CHECKS and JOB_CHECKS."""
+"""Adapters from RunSignals to the pure detectors, returning `Event`s; the kinds that use them are
+registered in `analysis/kinds/`."""

@@ -17,37 +17,8 @@ import numpy as np
 from tb_health_plugin.analysis.detectors.gradient_norms import GradientEvent, exploding, vanishing
 from tb_health_plugin.analysis.detectors.histogram_stats import histogram_norm
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
-
-ADVICE = {
-    "exploding_gradients": (
-        "Clip the global gradient norm (e.g. 1.0) and lower the peak learning rate or lengthen its warm-up."
-    ),
-    "vanishing_gradients": (
-        "Use non-saturating activations (ReLU/GELU), residual connections or normalisation layers, "
-        "and a variance-preserving initialisation."
-    ),
-    "depth_vanishing": (
-        "The signal dies on its way back through the layers: use ReLU/GELU instead of sigmoid/tanh, "
-        "add normalisation or residual connections, or use a He/Xavier initialisation."
-    ),
-    "layer_vanishing": (
-        "Check that layer: dead activations (ReLU units stuck at zero), a branch detached from the "
-        "loss, or a block that is skipped or frozen."
-    ),
-    "layer_zero": (
-        "Its gradient is exactly zero: dead activations (ReLU units stuck at zero), a branch detached "
-        "from the loss, a frozen block, or, in float16 or mixed precision, a backward pass that "
-        "underflowed to zero before the cast to float32 (raise the loss scale or keep those layers "
-        "in float32)."
-    ),
-    "layer_exploding": "Clip the gradient norm and check that layer's inputs and initialisation.",
-    "depth_exploding": (
-        "The gradient grows on its way back through the layers: add normalisation layers, clip the "
-        "gradient norm, or scale the initialisation down."
-    ),
-}
 
 
 def per_parameter_grad_norms(signals: RunSignals) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -93,21 +64,24 @@ def _example_param(per_param, depth: int) -> str:
     return next((p for p in names if "weight" in p), names[0] if names else "")
 
 
-def _finding(event: GradientEvent, steps: np.ndarray, tag: str, message: str, advice: str) -> Finding:
-    evidence = dict(event.evidence)
-    evidence["advice"] = advice
-    return Finding(
+def _finding(
+    event: GradientEvent, steps: np.ndarray, tag: str, message: str, advice: str, args: dict | None = None
+) -> Event:
+    """The event at the steps of `steps`; `message` and `advice` are catalogue ids."""
+    return Event(
         kind=event.kind,
         severity=event.severity,
         step=int(steps[event.index]),
         end_step=int(steps[event.end_index]),
         tag=tag,
-        message=f"{message} {advice}",
-        evidence=evidence,
+        message=message,
+        evidence=dict(event.evidence),
+        args=args or {},
+        advice=advice,
     )
 
 
-def global_norm_check(signals: RunSignals) -> list[Finding]:
+def global_norm_check(signals: RunSignals) -> list[Event]:
     """Growth or collapse of the global gradient norm against its own post-warm-up baseline."""
     series = global_grad_norm(signals, per_parameter_grad_norms(signals))
     if series is None:
@@ -116,33 +90,14 @@ def global_norm_check(signals: RunSignals) -> list[Finding]:
     findings = []
     event = exploding(values, _aligned_loss(signals, steps))
     if event is not None:
-        growth = event.evidence["growth_factor"]
-        findings.append(
-            _finding(
-                event,
-                steps,
-                tag,
-                f"The gradient norm rose {growth:.3g}x above its earlier level from step "
-                f"{int(steps[event.index])}.",
-                ADVICE["exploding_gradients"],
-            )
-        )
+        findings.append(_finding(event, steps, tag, "gradients.global.exploding", "gradients.advice.exploding"))
     event = vanishing(values, _aligned_loss(signals, steps))
     if event is not None:
-        findings.append(
-            _finding(
-                event,
-                steps,
-                tag,
-                f"The gradient norm collapsed to {event.evidence['median_norm']:.3g} from step "
-                f"{int(steps[event.index])}, so the weights barely change.",
-                ADVICE["vanishing_gradients"],
-            )
-        )
+        findings.append(_finding(event, steps, tag, "gradients.global.vanishing", "gradients.advice.vanishing"))
     return findings
 
 
-def layer_depth_check(signals: RunSignals) -> list[Finding]:
+def layer_depth_check(signals: RunSignals) -> list[Event]:
     """Gradient norms of the first layers against the last ones."""
     per_param = per_parameter_grad_norms(signals)
     depths, steps, norms = layer_norms(per_param)
@@ -159,21 +114,12 @@ def layer_depth_check(signals: RunSignals) -> list[Finding]:
         tags = signals.roles.histograms.get("grad_histogram", {})
     tag = tags.get(example, example)
     if event.kind == "vanishing_gradients":
-        message = (
-            f"Gradients of the first layers are {1 / ratio:.3g}x smaller than those of the last "
-            f"layers from step {int(steps[event.index])}."
-        )
-        advice = ADVICE["depth_vanishing"]
-    else:
-        message = (
-            f"Gradients of the first layers are {ratio:.3g}x larger than those of the last layers "
-            f"from step {int(steps[event.index])}."
-        )
-        advice = ADVICE["depth_exploding"]
-    return [_finding(event, steps, tag, message, advice)]
+        return [_finding(event, steps, tag, "gradients.depth.vanishing", "gradients.advice.depth_vanishing",
+                         {"smaller_factor": 1 / ratio})]
+    return [_finding(event, steps, tag, "gradients.depth.exploding", "gradients.advice.depth_exploding")]
 
 
-def per_layer_check(signals: RunSignals) -> list[Finding]:
+def per_layer_check(signals: RunSignals) -> list[Event]:
     """Layers whose own gradient norm collapses or explodes against their own baseline.
 
     One finding per kind, listing the layers; the first layer (by step) gives the step and tag.
@@ -200,14 +146,12 @@ def per_layer_check(signals: RunSignals) -> list[Finding]:
             "grad_histogram", {}
         )
         event.evidence.update(layers=layers, layer_count=len(depths))
-        verb = "rose far above" if kind == "exploding_gradients" else "collapsed far below"
-        message = (
-            f"The gradient norm of layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers[:8]))} "
-            f"{verb} its own earlier level from step {int(steps[event.index])}."
-        )
+        direction = "exploding" if kind == "exploding_gradients" else "vanishing"
+        message = f"gradients.layer.{direction}." + ("many" if len(layers) > 1 else "one")
         severity_event = GradientEvent(kind, "warning", event.index, event.end_index, event.evidence)
-        advice = ADVICE[_layer_advice(kind, event)]
-        findings.append(_finding(severity_event, steps, tags.get(example, example), message, advice))
+        advice = f"gradients.advice.{_layer_advice(kind, event)}"
+        args = {"layer_list": ", ".join(map(str, layers[:8]))}
+        findings.append(_finding(severity_event, steps, tags.get(example, example), message, advice, args))
     return findings
 
 
@@ -218,9 +162,9 @@ def _layer_advice(kind: str, event: GradientEvent) -> str:
     return "layer_zero" if event.evidence.get("zero_share", 0.0) >= 0.5 else "layer_vanishing"
 
 
-def gradient_check(signals: RunSignals) -> list[Finding]:
+def gradient_check(signals: RunSignals) -> list[Event]:
     """The global, depth and per-layer checks, each kind reported by the first that finds it."""
-    findings: list[Finding] = []
+    findings: list[Event] = []
     for check in (global_norm_check, layer_depth_check, per_layer_check):
         seen = {f.kind for f in findings}
         findings.extend(f for f in check(signals) if f.kind not in seen)
@@ -229,6 +173,3 @@ def gradient_check(signals: RunSignals) -> list[Finding]:
         findings = [f for f in findings if not (f.kind == "vanishing_gradients" and f.step >= min(exploded))]
     return findings
 
-
-RUN_CHECKS = [gradient_check]
-JOB_CHECKS: list = []

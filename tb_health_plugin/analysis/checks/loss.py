@@ -18,7 +18,7 @@ from tb_health_plugin.analysis.detectors.overfitting import overfitting
 from tb_health_plugin.analysis.detectors.schedule import Schedule, infer_schedule
 from tb_health_plugin.analysis.detectors.spikes import loss_spikes
 from tb_health_plugin.analysis.detectors.stall import stalled_convergence
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 
 # A loss_max spike within this many logged loss intervals of a loss spike is the same event.
@@ -34,7 +34,7 @@ def schedule_for(signals: RunSignals) -> Schedule | None:
     return infer_schedule(signals.loss.steps, lr.steps, lr.values)
 
 
-def check_nonfinite(signals: RunSignals) -> list[Finding]:
+def check_nonfinite(signals: RunSignals) -> list[Event]:
     """NaN/Inf in the loss, the gradient norm, the eval loss and the learning rate.
 
     A loss that stays non-finite to the end is also a divergence (`check_loss_curve` reports
@@ -42,24 +42,24 @@ def check_nonfinite(signals: RunSignals) -> list[Finding]:
     and points there, and a gradient norm that went non-finite with it (not before it: that
     would say the backward pass overflowed first) is named in the same finding.
     """
-    findings: list[Finding] = []
-    loss_found: list[Finding] = []
+    findings: list[Event] = []
+    loss_found: list[Event] = []
     if signals.loss is not None:
         loss_found = nonfinite_values(
-            signals.loss.steps, signals.loss.values, signals.tag("loss"), "training loss", always_critical=True
+            signals.loss.steps, signals.loss.values, signals.tag("loss"), "training_loss", always_critical=True
         )
-    grad_found: list[Finding] = []
+    grad_found: list[Event] = []
     if signals.grad_norm is not None:
         excused = None
         if signals.overflow is not None:
             excused = signals.overflow.steps[signals.overflow.values > 0]
         grad_found = nonfinite_values(
-            signals.grad_norm.steps, signals.grad_norm.values, signals.tag("grad_norm"), "gradient norm", excused
+            signals.grad_norm.steps, signals.grad_norm.values, signals.tag("grad_norm"), "gradient_norm", excused
         )
     if loss_found and loss_found[0].evidence["persists_to_end"]:
         loss_found, grad_found = _as_end_of_divergence(loss_found[0], grad_found)
     findings += loss_found + grad_found
-    for role, what in (("eval_loss", "evaluation loss"), ("lr", "learning rate")):
+    for role, what in (("eval_loss", "evaluation_loss"), ("lr", "learning_rate")):
         series = getattr(signals, role)
         if series is not None:
             findings += nonfinite_values(series.steps, series.values, signals.tag(role), what)
@@ -69,27 +69,21 @@ def check_nonfinite(signals: RunSignals) -> list[Finding]:
     return findings
 
 
-def _as_end_of_divergence(loss: Finding, grad_found: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+def _as_end_of_divergence(loss: Event, grad_found: list[Event]) -> tuple[list[Event], list[Event]]:
     """The loss's non-finite finding as the end of its divergence, the gradient norm folded in
     when it went non-finite at the same logged step or later."""
     with_grad = [g for g in grad_found if g.step >= loss.step]
-    also = ""
-    if with_grad:
-        also = f" (the gradient norm too, from step {with_grad[0].step})"
-    values = "/".join(loss.evidence["values"])
-    message = (
-        f"The training loss becomes {values} at step {loss.step} and stays non-finite to the end{also}: "
-        "this is where the divergence reported for the loss ends; see that finding for where it began "
-        "and what to do."
-    )
+    message = "nonfinite.end_of_divergence"
     evidence = dict(loss.evidence, part_of="divergence")
     if with_grad:
         evidence["gradient_norm_nonfinite_from_step"] = with_grad[0].step
-    merged = replace(loss, message=message, evidence=evidence)
+        message = "nonfinite.end_of_divergence.gradient_too"
+    args = {"nonfinite": "/".join(loss.evidence["values"])}
+    merged = replace(loss, message=message, evidence=evidence, args=args)
     return [merged], [g for g in grad_found if g.step < loss.step]
 
 
-def check_spikes(signals: RunSignals) -> list[Finding]:
+def check_spikes(signals: RunSignals) -> list[Event]:
     schedule = schedule_for(signals)
     if schedule is None:
         return []
@@ -104,7 +98,7 @@ def check_spikes(signals: RunSignals) -> list[Finding]:
             signals.loss_max.values,
             signals.tag("loss_max"),
             window_schedule,
-            what="window maximum of the loss",
+            what="loss_window_max",
         ):
             if seen.size and np.min(np.abs(seen - finding.step)) <= SAME_SPIKE_INTERVALS * interval:
                 continue
@@ -112,7 +106,7 @@ def check_spikes(signals: RunSignals) -> list[Finding]:
     return findings
 
 
-def check_loss_curve(signals: RunSignals) -> list[Finding]:
+def check_loss_curve(signals: RunSignals) -> list[Event]:
     """Spikes, divergence and stalls of the training loss, reconciled.
 
     Once the loss diverges for good, later excursions are part of the divergence, not spikes,
@@ -134,7 +128,7 @@ def check_loss_curve(signals: RunSignals) -> list[Finding]:
     return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
 
 
-def _merge_spikes(long_spikes: list[Finding], spikes: list[Finding], steps: np.ndarray) -> list[Finding]:
+def _merge_spikes(long_spikes: list[Event], spikes: list[Event], steps: np.ndarray) -> list[Event]:
     """Long spikes win over short ones found inside them (the same jump seen twice)."""
     interval = float(np.median(np.diff(steps))) if steps.size > 1 else 1.0
     margin = SAME_SPIKE_INTERVALS * interval
@@ -145,7 +139,7 @@ def _merge_spikes(long_spikes: list[Finding], spikes: list[Finding], steps: np.n
     return long_spikes + kept
 
 
-def check_overfitting(signals: RunSignals) -> list[Finding]:
+def check_overfitting(signals: RunSignals) -> list[Event]:
     if signals.loss is None or signals.eval_loss is None:
         return []
     return overfitting(
@@ -162,6 +156,3 @@ def _lr_arrays(signals: RunSignals) -> tuple[np.ndarray | None, np.ndarray | Non
         return None, None
     return signals.lr.steps, signals.lr.values
 
-
-RUN_CHECKS: list = [check_nonfinite, check_loss_curve, check_overfitting]
-JOB_CHECKS: list = []

@@ -11,48 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.lr_fit import LrAnalysis, LrProblem, analyze_lr
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.detectors.lr_fit import analyze_lr
+from tb_health_plugin.analysis.event import Event, Phrase
 from tb_health_plugin.analysis.signals import RunSignals
 
 
-def _message(problem: LrProblem, step: int, analysis: LrAnalysis) -> tuple[str, str]:
-    e = problem.evidence
-    if problem.what == "reset":
-        when = "after the resume" if e["after_resume"] else "outside warm-up"
-        return (
-            f"The learning rate restarted its schedule at step {step} {when} "
-            f"({e['lr_before']:.3g} -> {e['lr_after']:.3g}).",
-            "Restore the scheduler state (or its step count) together with the weights when resuming.",
-        )
-    if problem.what == "jump":
-        return (
-            f"The learning rate jumped up at step {step}, outside warm-up ({e['lr_before']:.3g} -> "
-            f"{e['lr_after']:.3g}).",
-            "Check the schedule configuration and any code that sets the learning rate by hand.",
-        )
-    if problem.what == "nonfinite":
-        return (
-            f"The learning rate is not finite from step {e['first_nonfinite_step']} "
-            f"({e['nonfinite_points']} logged points): every update it touches is NaN.",
-            "Check the schedule's arithmetic (a division by a zero step count or warm-up length) and "
-            "any code that sets the learning rate by hand.",
-        )
-    if problem.what == "zero":
-        return (
-            f"The learning rate is zero from step {step}: the remaining steps do not train.",
-            "Stop the run or fix the schedule's total/decay steps so the rate reaches zero at the end.",
-        )
-    return (
-        f"The learning rate reached its floor ({e['floor_lr']:.3g}) at step {step} and stays there for "
-        f"{100 * e['share_at_floor']:.0f}% of the run; the {analysis.shape} decay ran about "
-        f"{e['speedup_estimate']:.1f}x too fast.",
-        "Check that the scheduler steps once per optimizer step (not per micro-batch or device) and "
-        "that its total steps match the run.",
-    )
-
-
-def lr_schedule_check(signals: RunSignals) -> list[Finding]:
+def lr_schedule_check(signals: RunSignals) -> list[Event]:
     """Resets, jumps, an early zero and an early floor in the logged learning rate."""
     series = signals.lr
     if series is None or not len(series):
@@ -64,16 +28,15 @@ def lr_schedule_check(signals: RunSignals) -> list[Finding]:
     steps = series.steps[np.isfinite(series.values)]
     tag = signals.tag("lr")
     warm_step = int(steps[analysis.warmup_end_index])
-    warmup = f"a warm-up to step {warm_step}, then " if analysis.warmup_end_index > 0 else ""
     findings = [
-        Finding(
+        Event(
             kind="lr_schedule",
             severity="info",
             step=int(steps[0]),
             end_step=int(steps[-1]),
             tag=tag,
-            message=f"The learning rate follows {warmup}a {analysis.shape} schedule "
-            f"(peak {analysis.peak:.3g}, lowest {analysis.floor:.3g}).",
+            message="lr_schedule.shape.warmup" if analysis.warmup_end_index > 0 else "lr_schedule.shape",
+            args={"shape": Phrase(f"lr_schedule.name.{analysis.shape}")},
             evidence={
                 "schedule": analysis.shape,
                 "warmup_end_step": warm_step,
@@ -84,21 +47,22 @@ def lr_schedule_check(signals: RunSignals) -> list[Finding]:
     ]
     for problem in analysis.problems:
         step = int(problem.evidence.get("first_nonfinite_step", steps[problem.index]))
-        message, advice = _message(problem, step, analysis)
-        evidence = dict(problem.evidence, what=problem.what, schedule=analysis.shape, advice=advice)
+        evidence = dict(problem.evidence, what=problem.what, schedule=analysis.shape)
+        message = f"lr_schedule.{problem.what}"
+        if problem.what == "reset":
+            message += ".after_resume" if problem.evidence["after_resume"] else ".outside_warmup"
         findings.append(
-            Finding(
+            Event(
                 kind="lr_schedule",
                 severity=problem.severity,
                 step=step,
                 end_step=int(steps[problem.end_index]),
                 tag=tag,
-                message=f"{message} {advice}",
+                message=message,
                 evidence=evidence,
+                args={"shape": Phrase(f"lr_schedule.name.{analysis.shape}")},
+                advice=f"lr_schedule.advice.{problem.what}",
             )
         )
     return findings
 
-
-RUN_CHECKS = [lr_schedule_check]
-JOB_CHECKS: list = []

@@ -21,32 +21,10 @@ from tb_health_plugin.analysis.detectors.throughput import (
     rank_time_outliers,
     step_time_regression,
 )
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import NOTHING, Event, Phrase
 from tb_health_plugin.analysis.signals import RunSignals
 
-ADVICE_SLOWDOWN = (
-    "Look for what changed at that step: data loading (workers, storage), host memory pressure, "
-    "thermal throttling or a neighbour job, or growing Python-side state such as kept tensors."
-)
-ADVICE_RANK = (
-    "Check that rank's device and host (clocks, temperature, memory, other processes) and its "
-    "data shard; in synchronous training every rank waits for the slowest."
-)
-ADVICE_HOST = (
-    "Check that rank's data loading (workers, storage, its shard) and host-side work (callbacks, "
-    "logging, CPU contention): in synchronous training every rank waits for it."
-)
 MS_PER_SECOND = 1000.0
-MEASURE_LABELS = {
-    "host_time": "time outside the compiled step (data loading, host work)",
-    "step_time": "step time",
-    "time_per_sample": "time per sample",
-    "wall_time": "wall time per step",
-}
-ADVICE_RANK_LOSS = (
-    "Check that rank's data shard and its replica's state: ranks of one job should see losses of "
-    "the same size."
-)
 
 
 def _time_series(signals: RunSignals) -> tuple[np.ndarray, np.ndarray, str, bool] | None:
@@ -61,7 +39,7 @@ def _time_series(signals: RunSignals) -> tuple[np.ndarray, np.ndarray, str, bool
     return None
 
 
-def step_time_check(signals: RunSignals) -> list[Finding]:
+def step_time_check(signals: RunSignals) -> list[Event]:
     """A slowdown of the run's steps: an alarm when it lasted and cost a material share of the run."""
     series = _time_series(signals)
     if series is None:
@@ -74,50 +52,33 @@ def step_time_check(signals: RunSignals) -> list[Finding]:
         return []
     step = int(steps[slowdown.index])
     e = dict(slowdown.evidence)
-    if is_time:
-        what = f"Steps take {slowdown.ratio:.2f}x longer from step {step} ({e['median_before']:.3g} -> {e['median_after']:.3g} ms)"
-    else:
-        what = (
-            f"Throughput dropped {slowdown.ratio:.2f}x from step {step} "
-            f"({1 / e['median_before']:.3g} -> {1 / e['median_after']:.3g} samples/s)"
-        )
+    if not is_time:
         e = {"throughput_before": 1 / e["median_before"], "throughput_after": 1 / e["median_after"], **e}
-    cost = f"{_cost_text(e)}."
-    if slowdown.severity == "info":
-        cost += f" {_why_not_alarm(e)}"
-        advice = ""
-    else:
-        advice = ADVICE_SLOWDOWN
-    e.update(what="regression", advice=advice)
+    args = {
+        "ratio": slowdown.ratio,
+        "lost_seconds_text": Phrase("throughput.lost_seconds") if "lost_seconds" in e else NOTHING,
+        "slow_seconds_text": Phrase("throughput.slow_seconds") if "slow_seconds" in e else NOTHING,
+        "why": _why_not_alarm(e) if slowdown.severity == "info" else NOTHING,
+        "material_share": MATERIAL_SHARE,
+    }
+    e.update(what="regression")
     return [
-        Finding(
+        Event(
             kind="throughput",
             severity=slowdown.severity,
             step=step,
             end_step=int(steps[-1]),
             tag=tag,
-            message=f"{what}, {cost} {advice}".strip(),
+            message="throughput.regression.time" if is_time else "throughput.regression.samples",
             evidence=e,
+            args=args,
+            advice=None if slowdown.severity == "info" else "throughput.advice.slowdown",
         )
     ]
 
 
-def _cost_text(e: dict) -> str:
-    lost = f"costing {100 * e['lost_share']:.1f}% of the run's time"
-    if "lost_seconds" in e:
-        lost += f" ({e['lost_seconds']:.3g} s)"
-    if "slow_seconds" in e:
-        lost += f" over {e['slow_seconds']:.3g} s"
-    return lost
-
-
-def _why_not_alarm(e: dict) -> str:
-    if e["lost_share"] < MATERIAL_SHARE:
-        return f"Below {100 * MATERIAL_SHARE:.0f}% of the run, within the usual variation of a run's time: no alarm."
-    return (
-        f"It lasted under {e['sustained_seconds']:.0f} s, as passing load on the host does (checkpointing, "
-        "evaluation, another process): no alarm."
-    )
+def _why_not_alarm(e: dict) -> Phrase:
+    return Phrase("throughput.not_material" if e["lost_share"] < MATERIAL_SHARE else "throughput.not_sustained")
 
 
 def _median_after_warmup(values: np.ndarray, allow_zero: bool = False) -> float:
@@ -174,7 +135,7 @@ def _job_step_time(job: dict[str, RunSignals]) -> float | None:
     return float(np.median(medians)) if medians else None
 
 
-def slow_rank_findings(job: dict[str, RunSignals]) -> dict[str, list[Finding]]:
+def slow_rank_findings(job: dict[str, RunSignals]) -> dict[str, list[Event]]:
     """Ranks whose per-rank time lags the other ranks' by a material share of the step."""
     measure, series = _rank_measure(job)
     if len(series) < 2:
@@ -185,38 +146,29 @@ def slow_rank_findings(job: dict[str, RunSignals]) -> dict[str, list[Finding]]:
         if step_time is None:
             return {}
     medians = {name: _median_after_warmup(values, allow_zero=measure == "host_time") for name, (_, values, _) in series.items()}
-    out: dict[str, list[Finding]] = {}
+    out: dict[str, list[Event]] = {}
     for name, evidence in rank_time_outliers(medians, step_time).items():
         steps, _, tag = series[name]
-        advice = ADVICE_HOST if measure == "host_time" else ADVICE_RANK
-        label = MEASURE_LABELS[measure]
-        if measure == "host_time":
-            what = (
-                f"This rank spends {evidence['median']:.3g} ms a step outside the compiled step against "
-                f"{evidence['others_median']:.3g} ms on the other ranks: {100 * evidence['lost_share']:.0f}% of "
-                f"the job's {step_time:.3g} ms step."
-            )
-        else:
-            what = f"This rank's {label} is {evidence['slowdown']:.2f}x the other ranks' median."
+        host = measure == "host_time"
         out[name] = [
-            Finding(
+            Event(
                 kind="throughput",
                 severity="warning",
                 step=int(steps[min(warmup_points(len(steps)), len(steps) - 1)]),
                 end_step=int(steps[-1]),
                 tag=tag,
-                message=f"{what} {advice}",
-                evidence=dict(
-                    evidence, what="slow_rank", measure=measure, job_step_time_ms=step_time, ranks=len(series), advice=advice
-                ),
+                message="throughput.slow_rank.host_time" if host else "throughput.slow_rank",
+                evidence=dict(evidence, what="slow_rank", measure=measure, job_step_time_ms=step_time, ranks=len(series)),
+                args={"measure_label": Phrase(f"throughput.measure.{measure}")},
+                advice="throughput.advice.host_time" if host else "throughput.advice.slow_rank",
             )
         ]
     return out
 
 
-def rank_loss_findings(job: dict[str, RunSignals]) -> dict[str, list[Finding]]:
+def rank_loss_findings(job: dict[str, RunSignals]) -> dict[str, list[Event]]:
     """Ranks whose loss departs from the other ranks' (3 or more ranks)."""
-    out: dict[str, list[Finding]] = {}
+    out: dict[str, list[Event]] = {}
     losses = {name: s.loss for name, s in job.items() if s.loss is not None and len(s.loss)}
     if len(losses) < 3:
         return out
@@ -229,29 +181,24 @@ def rank_loss_findings(job: dict[str, RunSignals]) -> dict[str, list[Finding]]:
     for name, (index, evidence) in rank_loss_departures(steps, aligned).items():
         step = int(steps[index])
         out.setdefault(name, []).append(
-            Finding(
+            Event(
                 kind="throughput",
                 severity="warning",
                 step=step,
                 end_step=int(steps[-1]),
                 tag=job[name].tag("loss"),
-                message=(
-                    f"This rank's loss departs from the other ranks' from step {step} "
-                    f"(by {100 * evidence['median_relative_deviation']:.0f}%). {ADVICE_RANK_LOSS}"
-                ),
-                evidence=dict(evidence, what="rank_loss", ranks=len(losses), advice=ADVICE_RANK_LOSS),
+                message="throughput.rank_loss",
+                evidence=dict(evidence, what="rank_loss", ranks=len(losses)),
+                advice="throughput.advice.rank_loss",
             )
         )
     return out
 
 
-def rank_check(job: dict[str, RunSignals]) -> dict[str, list[Finding]]:
+def rank_check(job: dict[str, RunSignals]) -> dict[str, list[Event]]:
     """Ranks whose per-rank time or loss departs from the other ranks'."""
     out = slow_rank_findings(job)
     for name, findings in rank_loss_findings(job).items():
         out.setdefault(name, []).extend(findings)
     return out
 
-
-RUN_CHECKS = [step_time_check]
-JOB_CHECKS = [rank_check]

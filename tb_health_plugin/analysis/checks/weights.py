@@ -23,7 +23,7 @@ from tb_health_plugin.analysis.detectors.update_ratio import (
     stopped_by_norm,
     stopped_by_ratio,
 )
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
 from tb_health_plugin.analysis.signals import RunSignals
 
 MAX_LISTED = 10
@@ -32,15 +32,6 @@ KIND = {
     "stopped": "weight_updates",
     "drift": "weight_distribution",
     "saturation": "weight_distribution",
-}
-ADVICE = {
-    "large_updates": "Lower the learning rate (or that group's rate); updates near 1e-3 of the weight norm are typical.",
-    "stopped": (
-        "Check that these parameters are still given to the optimizer and receive gradients "
-        "(requires_grad, a detached branch, dead activations)."
-    ),
-    "drift": "Check weight decay and the learning rate: the weights left the scale they were initialised at.",
-    "saturation": "Check for weight clipping or quantisation bounds, and lower the learning rate.",
 }
 
 
@@ -87,19 +78,16 @@ def _events(signals: RunSignals) -> list[tuple[str, str, np.ndarray, WeightEvent
     return found
 
 
-def _message(what: str, params: list[str], step: int, first: WeightEvent) -> str:
-    names = ", ".join(params[:3]) + (f" and {len(params) - 3} more" if len(params) > 3 else "")
-    e = first.evidence
-    if what == "large_updates":
-        return f"Each step changes {names} by {e['median_update_ratio']:.2g} of its norm from step {step}."
-    if what == "stopped":
-        return f"{names} stopped changing at step {step} while training continues."
-    if what == "drift":
-        return f"The norm of {names} moved {e['factor']:.3g}x away from its early level from step {step}."
-    return f"Values of {names} pile up at the edges of their range from step {step} ({100 * e['edge_share']:.0f}%)."
+def _names(params: list[str]) -> dict:
+    """The message arguments naming the parameters: the first three, then how many more."""
+    return {
+        "names": Phrase("weights.names.more" if len(params) > 3 else "weights.names"),
+        "names_listed": ", ".join(params[:3]),
+        "names_more": len(params) - 3,
+    }
 
 
-def weights_check(signals: RunSignals) -> list[Finding]:
+def weights_check(signals: RunSignals) -> list[Event]:
     """Update ratios, stopped weights, drift and saturation, one finding per problem type."""
     grouped: dict[str, list[tuple[str, str, np.ndarray, WeightEvent]]] = {}
     for item in _events(signals):
@@ -110,15 +98,16 @@ def weights_check(signals: RunSignals) -> list[Finding]:
         param, tag, steps, event = items[0]
         params = sorted({item[0] for item in items})
         step = int(steps[event.index])
-        advice = ADVICE[what]
         findings.append(
-            Finding(
+            Event(
                 kind=KIND[what],
                 severity="warning",
                 step=step,
                 end_step=int(max(item[2][item[3].end_index] for item in items)),
                 tag=tag,
-                message=f"{_message(what, params, step, event)} {advice}",
+                message=f"weights.{what}",
+                args=_names(params),
+                advice=f"weights.advice.{what}",
                 evidence=dict(
                     event.evidence,
                     what=what,
@@ -129,12 +118,8 @@ def weights_check(signals: RunSignals) -> list[Finding]:
                         | set(signals.param_weight_norms)
                         | set(signals.weight_histograms)
                     ),
-                    advice=advice,
                 ),
             )
         )
     return findings
 
-
-RUN_CHECKS = [weights_check]
-JOB_CHECKS: list = []

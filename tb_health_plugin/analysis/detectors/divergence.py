@@ -66,7 +66,7 @@ from scipy import ndimage, stats
 
 from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
 from tb_health_plugin.analysis.detectors.schedule import Schedule
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
 
 SMOOTH_WINDOW = 5
 NOISE_TREND_WINDOW = 17
@@ -99,7 +99,7 @@ def loss_divergence(
     schedule: Schedule,
     what: str = "loss",
     window_min: np.ndarray | None = None,
-) -> list[Finding]:
+) -> list[Event]:
     """Divergence findings for one loss series; a run ending in NaN/Inf diverged too.
 
     `window_min`: the lowest loss of each logging window when the logger recorded it (our
@@ -109,7 +109,7 @@ def loss_divergence(
     steps = np.asarray(steps)
     values = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(values)
-    findings: list[Finding] = []
+    findings: list[Event] = []
     nonfinite_tail_start = None
     if values.size and not finite[-1]:
         last_finite = np.flatnonzero(finite)
@@ -124,12 +124,12 @@ def loss_divergence(
         nan_step = int(steps[nonfinite_tail_start])
         onset = rise.step if rise is not None and rise_open else nan_step
         findings.append(
-            Finding(
+            Event(
                 kind="divergence",
                 severity="critical",
                 step=onset,
                 tag=tag,
-                message=_nonfinite_end_message(steps, values, what, onset, nan_step, start_loss),
+                **_nonfinite_end_message(steps, values, what, onset, start_loss),
                 evidence={
                     "nonfinite_from_step": nan_step,
                     "start_loss": start_loss if start_loss is not None else _first_finite(values),
@@ -158,22 +158,24 @@ def _first_finite(values: np.ndarray) -> float | None:
     return float(finite[0]) if finite.size else None
 
 
-def _nonfinite_end_message(steps, values, what, onset, nan_step, start_loss) -> str:
-    """Step 8 of the module doc: where to restart from, or why it blew up at once."""
+def _nonfinite_end_message(steps, values, what, onset, start_loss) -> dict:
+    """Step 8 of the module doc: where to restart from, or why it blew up at once (the
+    event's `message` and `args`)."""
     finite = np.isfinite(values)
     healthy = steps[finite & (steps < onset)]
     started_at_once = healthy.size == 1 and healthy[0] == steps[0]
+    args: dict = {"what": Phrase(f"series.{what}")}
     if healthy.size > 1 or (healthy.size == 1 and not started_at_once):
-        return (f"The {what} diverges and ends non-finite (from step {nan_step}); restart from a checkpoint "
-                f"at or before step {int(healthy[-1])} with a lower learning rate.")
+        args["restart_step"] = int(healthy[-1])
+        return {"message": "divergence.nonfinite.restart", "args": args}
     if started_at_once or start_loss is not None:
-        start = (f"{float(values[finite][0]):.4g} at step {int(healthy[0])}" if healthy.size
-                 else f"{start_loss:.4g}, the lowest loss of the first logging window")
-        return (f"The {what} started finite ({start}) and blew up to non-finite values by step {nan_step}, "
-                "within the first steps: the learning rate is far too high for this model; lower it "
-                "(by 10x or more), lengthen warm-up or clip the gradient norm.")
-    return (f"The {what} diverges and ends non-finite (from step {nan_step}); it was never logged finite: "
-            "check the inputs, the labels and the initialisation.")
+        if healthy.size:
+            args.update(start=Phrase("divergence.start.at_step"), first_finite=float(values[finite][0]),
+                        first_finite_step=int(healthy[0]))
+        else:
+            args.update(start=Phrase("divergence.start.window_min"), window_start_loss=start_loss)
+        return {"message": "divergence.nonfinite.at_once", "args": args}
+    return {"message": "divergence.nonfinite.never_finite", "args": args}
 
 
 def _finite_divergence(
@@ -185,7 +187,7 @@ def _finite_divergence(
     start_loss: float | None = None,
     end_min: float | None = None,
     ends_nonfinite: bool = False,
-) -> tuple[Finding | None, bool, list[Finding]]:
+) -> tuple[Event | None, bool, list[Event]]:
     """The divergence (an excursion open at the end wins over a recovered one), whether it is
     open at the end, and the long spikes: sudden excursions that recovered."""
     n = steps.size
@@ -209,9 +211,9 @@ def _finite_divergence(
         if ended_above is not None:
             return ended_above, True, []
         return far_above, False, []
-    divergence: Finding | None = None
+    divergence: Event | None = None
     divergence_open = False
-    long_spikes: list[Finding] = []
+    long_spikes: list[Event] = []
     for where in ndimage.find_objects(labels):
         start, stop = where[0].start, where[0].stop
         open_at_end = stop >= n
@@ -253,7 +255,7 @@ def _loss_value(values: np.ndarray, y: np.ndarray, start_level: float) -> float:
     return float(np.exp(start_level)) if np.all(values > 0) else _level(values, y, start_level)
 
 
-def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) -> Finding | None:
+def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) -> Event | None:
     """Step 7 of the module doc: a sustained excursion 100x above where the run started."""
     margin = max(Z_EXCESS * sigma, FAR_ABOVE_START)
     far = smooth - start_level > margin
@@ -266,21 +268,18 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
     ratio = float(np.exp(y[peak] - start_level))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
     end_loss = float(np.exp(np.median(smooth[-EDGE_POINTS:]) - start_level))
-    advice = (f"restart from a checkpoint at or before step {last_healthy}" if onset > 1
-              else "restart from the initialisation") + " with a lower learning rate, longer warm-up or gradient clipping"
-    return Finding(
+    return Event(
         kind="divergence",
         severity="critical",
         step=int(steps[onset]),
         end_step=int(steps[last_far]),
         tag=tag,
-        message=(
-            f"The {what} blows up from step {int(steps[onset])} to {ratio:.3g}x where it started "
-            f"(peak {float(values[peak]):.4g} at step {int(steps[peak])}) and stays more than "
-            f"{np.exp(margin):.3g}x above it until step {int(steps[last_far])}; it ends at {end_loss:.3g}x "
-            "the starting loss, but the weights went through a state far worse than their "
-            f"initialisation, so that is no recovery: {advice}."
-        ),
+        message="divergence.far_above",
+        args={
+            "what": Phrase(f"series.{what}"),
+            "margin_factor": float(np.exp(margin)),
+            "then": Phrase("divergence.far_above.restart" if onset > 1 else "divergence.far_above.from_init"),
+        },
         evidence={
             "start_loss": _loss_value(values, y, start_level),
             "peak_loss": float(values[peak]),
@@ -295,7 +294,7 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
     )
 
 
-def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min) -> Finding | None:
+def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min) -> Event | None:
     """Step 6 of the module doc: the run ends far above the loss of the untrained model.
 
     A start taken from a window minimum is biased low by the noise within the window, so the
@@ -313,20 +312,17 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, 
     peak = int(np.argmax(y))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
     ratio = float(np.exp(end_level - start_level))
-    return Finding(
+    return Event(
         kind="divergence",
         severity="critical",
         step=int(steps[onset]),
         tag=tag,
-        message=(
-            f"The {what} rises from step {int(steps[onset])} (peak {float(values[peak]):.4g} at step "
-            f"{int(steps[peak])}) and ends {ratio:.3g}x above where it started "
-            f"({_loss_value(values, y, start_level):.4g}): the weights are worse "
-            "than at initialisation; "
-            + (f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate, "
-               "longer warm-up or gradient clipping." if last_healthy is not None
-               else "lower the learning rate, lengthen warm-up or clip gradients.")
-        ),
+        message="divergence.ended_above",
+        args={
+            "what": Phrase(f"series.{what}"),
+            "then": Phrase("divergence.ended_above.restart" if last_healthy is not None
+                           else "divergence.ended_above.lower_lr"),
+        },
         evidence={
             "start_loss": _loss_value(values, y, start_level),
             "end_loss": _loss_value(values, y, end_level),
@@ -342,24 +338,23 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, 
 
 def _divergence_finding(
     steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
-) -> Finding:
+) -> Event:
     best_level = best[start]
     ratio = float(np.exp(y[peak] - best_level))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
-    status = "and has not recovered by the end of the run" if open_at_end else (
-        f"before recovering at step {int(steps[stop - 1])}"
-    )
-    advice = (
-        f"restart from a checkpoint at or before step {last_healthy} with a lower learning rate "
-        "or tighter gradient clipping" if last_healthy is not None else "lower the learning rate"
-    )
-    return Finding(
+    return Event(
         kind="divergence",
         severity="critical" if open_at_end else "warning",
         step=int(steps[onset]),
         end_step=None if open_at_end else int(steps[stop - 1]),
         tag=tag,
-        message=f"The {what} rises {ratio:.3g}x above its best level from step {int(steps[onset])} {status}; {advice}.",
+        message="divergence.rise",
+        args={
+            "what": Phrase(f"series.{what}"),
+            "status": Phrase("divergence.rise.open" if open_at_end else "divergence.rise.recovered"),
+            "recovered_step": int(steps[stop - 1]),
+            "then": Phrase("divergence.rise.restart" if last_healthy is not None else "divergence.rise.lower_lr"),
+        },
         evidence={
             "best_loss": _level(values, y, best_level),
             "peak_loss": float(values[peak]),
@@ -375,22 +370,18 @@ def _divergence_finding(
     )
 
 
-def _long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma) -> Finding:
+def _long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma) -> Event:
     """A sudden jump that took longer than a spike window to recover (a damaging bad batch)."""
     ratio = float(np.exp(y[peak] - best[peak]))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
-    return Finding(
+    return Event(
         kind="loss_spike",
         severity="warning",
         step=int(steps[onset]),
         end_step=int(steps[stop - 1]),
         tag=tag,
-        message=(
-            f"The {what} jumps {ratio:.3g}x above its best level at step {int(steps[onset])} and takes "
-            f"until step {int(steps[stop - 1])} to recover"
-            + (f"; the last healthy step is {last_healthy}: inspect the batches just after it and "
-               f"restart from a checkpoint at or before it if this recurs." if last_healthy is not None else ".")
-        ),
+        message="loss_spike.long.restart" if last_healthy is not None else "loss_spike.long",
+        args={"what": Phrase(f"series.{what}")},
         evidence={
             "peak_step": int(steps[peak]),
             "peak_value": float(values[peak]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
 
 
 def nonfinite_values(
@@ -21,8 +21,11 @@ def nonfinite_values(
     what: str,
     excused_steps: np.ndarray | None = None,
     always_critical: bool = False,
-) -> list[Finding]:
-    """One finding for the non-finite points of one series (none when all are finite)."""
+) -> list[Event]:
+    """One finding for the non-finite points of one series (none when all are finite).
+
+    `what` names the series for the message: a code of the catalogue's `series.<what>`
+    (`training_loss`, `gradient_norm`, `evaluation_loss`, `learning_rate`)."""
     bad = ~np.isfinite(values)
     if excused_steps is not None and excused_steps.size:
         bad &= ~np.isin(steps, excused_steps)
@@ -32,24 +35,25 @@ def nonfinite_values(
     first = int(bad_steps[0])
     persists = bool(bad[-1])
     first_bad = int(np.argmax(bad))
-    if first_bad > 0:
-        advice = (
-            f"Restart from a checkpoint at or before step {int(steps[first_bad - 1])} with a lower "
-            "learning rate or loss scale, and check the batches around it."
-        )
-    else:
-        advice = "It was never finite: check the inputs, the labels and the initialisation."
     kinds = sorted({"nan" if np.isnan(v) else ("inf" if v > 0 else "-inf") for v in values[bad][:1000]})
     severity = "critical" if (persists or always_critical) else "warning"
-    tail = "and stays non-finite to the end" if persists else f"at {int(bad.sum())} logged point(s)"
+    args = {
+        "what": Phrase(f"series.{what}"),
+        "nonfinite": "/".join(kinds),
+        "tail": Phrase("nonfinite.tail.persists" if persists else "nonfinite.tail.points"),
+        "then": Phrase("nonfinite.restart" if first_bad > 0 else "nonfinite.never_finite"),
+    }
+    if first_bad > 0:
+        args["restart_step"] = int(steps[first_bad - 1])
     return [
-        Finding(
+        Event(
             kind="nonfinite",
             severity=severity,
             step=first,
             end_step=int(bad_steps[-1]),
             tag=tag,
-            message=f"The {what} becomes {'/'.join(kinds)} at step {first} {tail}. {advice}",
+            message="nonfinite.values",
+            args=args,
             evidence={
                 "nonfinite_points": int(bad.sum()),
                 "points": int(values.size),
@@ -61,7 +65,7 @@ def nonfinite_values(
     ]
 
 
-def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str) -> list[Finding]:
+def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str) -> list[Event]:
     """Windows in which the training hooks counted non-finite losses or gradients."""
     bad = np.isfinite(counts) & (counts > 0) | ~np.isfinite(counts)
     if not bad.any():
@@ -69,16 +73,13 @@ def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str) -> list[Fi
     first = int(steps[bad][0])
     persists = bool(bad[-1])
     return [
-        Finding(
+        Event(
             kind="nonfinite",
             severity="critical" if persists else "warning",
             step=first,
             end_step=int(steps[bad][-1]),
             tag=tag,
-            message=(
-                f"The training hooks counted non-finite values in {int(bad.sum())} logging window(s), "
-                f"the first ending at step {first}; inspect the batches and the learning rate there."
-            ),
+            message="nonfinite.counts",
             evidence={
                 "windows": int(bad.sum()),
                 "total_count": float(np.nansum(np.where(np.isfinite(counts), counts, 0))),

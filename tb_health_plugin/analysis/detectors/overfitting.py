@@ -28,7 +28,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     robust_sigma,
     rolling_median,
 )
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event
 
 MIN_EVALS = 5
 MIN_RISING_EVALS = 2
@@ -42,7 +42,7 @@ def overfitting(
     train_steps: np.ndarray,
     train_values: np.ndarray,
     tag: str,
-) -> list[Finding]:
+) -> list[Event]:
     """At most one overfitting finding from an eval-loss series and the training loss."""
     ok = np.isfinite(eval_values)
     eval_steps, eval_values = np.asarray(eval_steps)[ok], np.asarray(eval_values, dtype=np.float64)[ok]
@@ -69,17 +69,14 @@ def overfitting(
         return []
     first_above = best + int(np.argmax(e[best:] - best_level > Z_RISE * sigma_e))
     return [
-        Finding(
+        Event(
             kind="overfitting",
             severity="warning",
             step=int(eval_steps[best]),
             end_step=int(eval_steps[-1]),
             tag=tag,
-            message=(
-                f"The evaluation loss has risen {np.exp(e[-1] - best_level):.3g}x since its best at step "
-                f"{int(eval_steps[best])} while the training loss kept falling: keep the checkpoint from "
-                f"step {int(eval_steps[best])} and add regularisation, more data or early stopping."
-            ),
+            message="overfitting.eval_rises",
+            args={"rise_factor": float(np.exp(e[-1] - best_level))},
             evidence={
                 "best_eval_step": int(eval_steps[best]),
                 "best_eval_loss": float(eval_values[best]),

@@ -97,7 +97,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     rolling_median,
 )
 from tb_health_plugin.analysis.detectors.schedule import Schedule
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
 
 ALPHA = 0.01  # expected false spike alarms per healthy run
 MAX_WIDTH_POINTS = 8  # the widest excursion still called a spike, in logged points
@@ -370,7 +370,7 @@ def _excursions(y: np.ndarray, warm: np.ndarray):
 
 def loss_spikes(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
-) -> list[Finding]:
+) -> list[Event]:
     """Spike findings for one loss-like series (finite points only are considered)."""
     finite = np.isfinite(values)
     steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
@@ -399,25 +399,23 @@ def loss_spikes(
         ratio = float(np.exp(y[peak] - trend[peak]))
         in_warmup = bool(warm[start])
         restart = int(steps[start - 1]) if start > 0 else None
-        advice = (
-            f"the last healthy step is {restart}: inspect the batch(es) at steps "
-            f"{int(steps[start])}-{int(steps[stop - 1])} and restart from a checkpoint at or before "
-            f"step {restart} if the loss does not recover"
-            if restart is not None
-            else "inspect the first batches"
-        )
+        if in_warmup:
+            tail = "loss_spike.tail.warmup"
+        else:
+            tail = "loss_spike.tail.restart" if restart is not None else "loss_spike.tail.first_batches"
         findings.append(
-            Finding(
+            Event(
                 kind="loss_spike",
                 severity="info" if in_warmup else "warning",
                 step=int(steps[start]),
                 end_step=int(steps[stop - 1]),
                 tag=tag,
-                message=(
-                    f"The {what} jumps {ratio:.2g}x above its local trend at step {int(steps[peak])}"
-                    f" ({width} logged point{'s' if width > 1 else ''})"
-                    + (" during warm-up, where bumps are common." if in_warmup else f"; {advice}.")
-                ),
+                message="loss_spike.jump",
+                args={
+                    "what": Phrase(f"series.{what}"),
+                    "points": Phrase("loss_spike.points.many" if width > 1 else "loss_spike.points.one"),
+                    "tail": Phrase(tail),
+                },
                 evidence={
                     "peak_step": int(steps[peak]),
                     "peak_value": float(values[peak]),

@@ -53,7 +53,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     rolling_median,
 )
 from tb_health_plugin.analysis.detectors.schedule import Schedule
-from tb_health_plugin.analysis.findings import Finding
+from tb_health_plugin.analysis.event import Event, Phrase
 
 MIN_POINTS = 16
 MIN_TAIL_POINTS = 8
@@ -71,7 +71,7 @@ STUCK_CHANGE_LOG = float(np.log(1.05))
 
 def stalled_convergence(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
-) -> list[Finding]:
+) -> list[Event]:
     """At most one stall finding for one loss series."""
     finite = np.isfinite(values)
     steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
@@ -138,29 +138,20 @@ def _high_lr_end(schedule: Schedule, d0: int, n: int) -> int:
     return d0 + int(low[0]) if low.size else n
 
 
-def _finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma) -> Finding:
+def _finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma) -> Event:
     from_start = start <= int(np.searchsorted(steps, schedule.warmup_end_step))
     lr_share = None
     if schedule.lr_at_steps is not None and schedule.lr_peak:
         lr_share = float(np.median(schedule.lr_at_steps[s:d1]) / schedule.lr_peak)
-    lr_text = f" while the learning rate stays at {lr_share:.0%} of its peak" if lr_share is not None else ""
-    if from_start:
-        message = (
-            f"The {what} has not improved since the start of training{lr_text}: check that gradients "
-            "reach the parameters, that the learning rate is not far too small, and the labels."
-        )
-    else:
-        message = (
-            f"The {what} has stopped improving since step {int(steps[start])}{lr_text}: decay the "
-            "learning rate or stop here, and check for repeated batches if that is unexpected."
-        )
-    return Finding(
+    lr_text = Phrase("stalled.lr_share" if lr_share is not None else "")
+    return Event(
         kind="stalled_convergence",
         severity="warning",
         step=int(steps[start]),
         end_step=int(steps[d1 - 1]),
         tag=tag,
-        message=message,
+        message="stalled.from_start" if from_start else "stalled.since_step",
+        args={"what": Phrase(f"series.{what}"), "lr": lr_text},
         evidence={
             "change_log": tail.change,
             "change_stderr_log": tail.change_stderr,

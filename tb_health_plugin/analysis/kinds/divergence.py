@@ -1,0 +1,39 @@
+"""`divergence`: the loss rises for good, blows up, or ends non-finite or above where it began."""
+
+from tb_health_plugin.analysis import diagnosis
+from tb_health_plugin.analysis.checks.loss import check_loss_curve
+from tb_health_plugin.analysis.kinds import Kind, register
+
+KIND = register(
+    Kind(
+        name="divergence",
+        messages=(
+            "divergence.nonfinite.restart",
+            "divergence.nonfinite.at_once",
+            "divergence.start.at_step",
+            "divergence.start.window_min",
+            "divergence.nonfinite.never_finite",
+            "divergence.far_above",
+            "divergence.far_above.restart",
+            "divergence.far_above.from_init",
+            "divergence.ended_above",
+            "divergence.ended_above.restart",
+            "divergence.ended_above.lower_lr",
+            "divergence.rise",
+            "divergence.rise.open",
+            "divergence.rise.recovered",
+            "divergence.rise.restart",
+            "divergence.rise.lower_lr",
+            "series.loss",
+        ),
+        causes=(
+            "exploding_gradients",
+            "backward_overflow",
+            "lr_change",
+            "mixed_precision_overflow",
+            "unstable_update",
+        ),
+        run_checks=(check_loss_curve,),
+        diagnose=diagnosis.divergence_cause,
+    )
+)
