@@ -189,3 +189,14 @@ def test_without_time_tags_the_wall_time_between_logged_steps_names_the_slow_ran
         runs.append(RunData(f"job/rank_{rank}", scalars={"loss": ScalarSeries.from_lists(steps, 1 / np.sqrt(steps), wall)}))
     found = rank_check({r.name: RunSignals.from_run(r) for r in runs})
     assert list(found) == ["job/rank_1"] and found["job/rank_1"][0].evidence["measure"] == "wall_time"
+
+
+def test_a_samples_axis_tag_never_times_the_steps():
+    """MindFormers' `loss vs samples` carries sample counts as its steps: dividing wall time by
+    them would make every step 32x faster than it was."""
+    from tb_health_plugin.analysis.checks.throughput import _wall_ms_per_step
+
+    samples = np.arange(1, 101) * 32
+    wall = 1.7e9 + np.arange(100) * 0.1
+    data = RunData("mf", scalars={"loss vs samples": ScalarSeries.from_lists(samples, np.ones(100), wall)})
+    assert _wall_ms_per_step(RunSignals.from_run(data)) is None

@@ -23,6 +23,7 @@ from tb_health_plugin.analysis.detectors.throughput import (
 )
 from tb_health_plugin.analysis.event import NOTHING, Event, Phrase
 from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.contract import is_samples_axis
 
 MS_PER_SECOND = 1000.0
 
@@ -92,7 +93,8 @@ def _wall_ms_per_step(signals: RunSignals) -> tuple[np.ndarray, np.ndarray, str]
     """(steps, ms per step, tag) from the wall times between the logged points of the loss (or
     the first scalar with usable wall times)."""
     candidates = [signals.loss] if signals.loss is not None else []
-    candidates += [signals.data.scalars[t] for t in sorted(signals.data.scalars)]
+    # tags on a samples axis (MindFormers' `... vs samples`) have sample counts for steps
+    candidates += [signals.data.scalars[t] for t in sorted(signals.data.scalars) if not is_samples_axis(t)]
     for series in candidates:
         if series is None or len(series) < 3:
             continue
