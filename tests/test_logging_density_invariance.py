@@ -150,3 +150,10 @@ def test_a_fall_within_the_first_points_is_no_blow_up_at_any_logging_interval(se
     did not rise from it."""
     loss, lr = fast_converging_run(seed), warmup_cosine(260)
     assert ["divergence" in kinds(loss, lr, n, means=False) for n in INTERVALS] == [False] * len(INTERVALS)
+
+
+@pytest.mark.parametrize("means", [False, True], ids=["points", "means"])
+def test_a_stuck_run_logged_every_20th_step_of_200_is_still_judged(means):
+    """Ten points: the stuck test's evidence rule judges them; a floor of 16 points declined."""
+    loss = noisy_stuck_run(0, steps=200, noise=0.015)
+    assert kinds(loss, constant(200), 20, means) == {"stalled_convergence"}

@@ -27,7 +27,7 @@ out: from `every_N_points`, a run whose every NaN/Inf lies between the kept poin
 overflow the run recovered from); and from both, a run whose labelled gradient rise starts
 within N steps of its first non-finite value (the climb and the blow-up fall into one logging
 window, so no logged norm grew before it turned non-finite). So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
-rightly decline to judge a handful of points (the stall test needs 16), and the zoo's runs of
+rightly decline to judge a handful of points (the stall test needs 10, the spike tests more), and the zoo's runs of
 200-500 steps keep only 4-10 points at N = 50, so that row is empty unless longer runs join. Target: each invariance holds on at least `TARGET_SHARE` of the runs.
 Everything is written with TensorBoard's own `EventFileWriter` and protos.
 """
