@@ -15,8 +15,10 @@ Rules, in this order (a run may get several kinds):
    `best` is the least `smooth` before the end window (a run that learned and lost a material
    part of it: a classifier at 1e-5 that ends at 1e-3 rebounded 100x and lost nothing). Onset: where `smooth` is least before it first exceeds
    `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
-   A divergence is a "slow creep" when its loss takes more than `CREEP_SHARE` of the run from
-   the onset to that crossing.
+   A divergence is a "slow creep" when its loss rises, taking more than `CREEP_SHARE` of the
+   run from the onset to that crossing. A crossing into NaN/Inf is no creep, however long
+   the loss lay flat before it: a flat loss's least point is anywhere in the flat stretch,
+   and the run did not creep, it blew up.
 3. exploding_gradients: the running median of the finite log10(grad) rises `EXPLODE_DECADES`
    above its median over the first `W` steps (above where it started, not above a low it
    reached by converging: a classifier near zero loss has tiny gradients that grow back by
@@ -135,7 +137,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     if ends_bad or final > DIVERGE_FACTOR * initial or rebound:
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
-        creep = crossing - onset > CREEP_SHARE * n
+        creep = crossing - onset > CREEP_SHARE * n and bool(finite[crossing])
     explode = exploding_step(grad, window)
     if explode is not None:
         labels["exploding_gradients"] = [logged(explode)]
