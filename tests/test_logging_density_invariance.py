@@ -95,3 +95,65 @@ def test_non_finite_points_in_the_middle_do_not_shift_the_stall_domain():
     found = stalled_convergence(signals.loss.steps, signals.loss.values, "train/loss", schedule_for(signals))
     assert [f.kind for f in found] == ["stalled_convergence"]
     assert found[0].end_step <= 110  # the domain ends where the rate fell below half its peak
+
+
+def noisy_stuck_run(seed: int, steps: int = 300, noise: float = 0.04) -> np.ndarray:
+    """A classifier that learns nothing under 4% per-step noise (small batches), at a constant
+    rate. Logged every 10th step, its 27 settled points measure the change to about +-2.5%
+    (one standard error): the change itself is resolved within the 5% band, though a +-2
+    standard-error interval is not."""
+    rng = np.random.default_rng(seed)
+    return np.log(8.0) * np.exp(noise * rng.standard_normal(steps))
+
+
+def constant(steps: int = 300, lr: float = 0.01) -> np.ndarray:
+    return np.full(steps, lr)
+
+
+@pytest.mark.parametrize("means", [False, True], ids=["points", "means"])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_noisy_stuck_run_is_a_stall_at_every_logging_interval(seed, means):
+    """The stall's criterion is the change itself (an effect size): its standard error, which
+    grows by sqrt(10) on every 10th point, no longer decides alone, and the noise per point,
+    which shrinks on means, no longer widens the band."""
+    loss = noisy_stuck_run(seed)
+    assert [kinds(loss, constant(), n, means) for n in INTERVALS] == [{"stalled_convergence"}] * len(INTERVALS)
+
+
+def slowly_learning_run(seed: int, steps: int = 300, noise: float = 0.08) -> np.ndarray:
+    """A slow but working run under the same noise: a power law that gains 30% after warm-up."""
+    rng = np.random.default_rng(seed)
+    k = np.arange(1, steps + 1)
+    return np.log(8.0) * k ** -0.15 * np.exp(noise * rng.standard_normal(steps))
+
+
+@pytest.mark.parametrize("means", [False, True], ids=["points", "means"])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_slowly_learning_noisy_run_is_no_stall_at_any_logging_interval(seed, means):
+    loss = slowly_learning_run(seed)
+    assert [kinds(loss, constant(), n, means) for n in INTERVALS] == [set()] * len(INTERVALS)
+
+
+def fast_converging_run(seed: int, steps: int = 260) -> np.ndarray:
+    """A run that falls 1000x within its first 40 steps and stays there under heavy noise (a
+    small classifier that fits its data): logged every 10th step, its first five points span
+    the whole fall."""
+    rng = np.random.default_rng(seed)
+    k = np.arange(steps)
+    level = np.maximum(3.3 * np.exp(-k / 5.0), 1e-3)
+    return level * np.exp(1.0 * rng.standard_normal(steps))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fall_within_the_first_points_is_no_blow_up_at_any_logging_interval(seed):
+    """The start level is the lowest of the first points; the points before that lowest one
+    did not rise from it."""
+    loss, lr = fast_converging_run(seed), warmup_cosine(260)
+    assert ["divergence" in kinds(loss, lr, n, means=False) for n in INTERVALS] == [False] * len(INTERVALS)
+
+
+@pytest.mark.parametrize("means", [False, True], ids=["points", "means"])
+def test_a_stuck_run_logged_every_20th_step_of_200_is_still_judged(means):
+    """Ten points: the stuck test's evidence rule judges them; a floor of 16 points declined."""
+    loss = noisy_stuck_run(0, steps=200, noise=0.015)
+    assert kinds(loss, constant(200), 20, means) == {"stalled_convergence"}

@@ -189,7 +189,34 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     if spec["log_every"] == 1:
         points = True  # a mean over one step is the step
     step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
-    return zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time)
+    labels, creep = zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time)
+    if "vanishing_gradients" not in labels and zoo_labels.layer_vanishing(logged_layer_norms(run.logs)):
+        labels["vanishing_gradients"] = [int(logged[0])]
+    return labels, creep
+
+
+def logged_layer_norms(logs: Path) -> list[np.ndarray]:
+    """Per-layer gradient norms (root of the sum of squares of a layer's parameters' norms) in
+    depth order, as the run's logs carry them (`grad_norm/<index>.<name>`, our hooks), read with
+    TensorBoard's own event reader; [] when the logs have none."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    layers: dict[int, dict[int, float]] = {}
+    for events in sorted(logs.rglob("events.out.tfevents*")):
+        accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            head, _, name = tag.partition("/")
+            depth = name.split(".")[0]
+            if head != "grad_norm" or not depth.isdigit():
+                continue
+            squares = layers.setdefault(int(depth), {})
+            for event in accumulator.Scalars(tag):
+                squares[event.step] = squares.get(event.step, 0.0) + event.value**2
+    if not layers:
+        return []
+    steps = sorted(set.intersection(*(set(v) for v in layers.values())))
+    return [np.sqrt([layers[d][s] for s in steps]) for d in sorted(layers)]
 
 
 def _copy_logs(source: Path, folder: Path) -> None:

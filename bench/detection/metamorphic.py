@@ -15,13 +15,19 @@ every step under `train/loss`, `train/lr`, `train/grad_norm`, and once per trans
   TF2 write them) instead of the legacy `simple_value`;
 - `resume_duplicate`: the run split into two event files, the second (written later) repeating
   the last `RESUME_REPEAT` steps of the first, as a job resumed from a checkpoint does;
-- `healthy_tail` (runs labelled healthy only): `TAIL_SHARE` more steps whose loss, rate and norm
-  are drawn from the last `TAIL_SOURCE_SHARE` of the run (a run that simply went on).
+- `healthy_tail` (runs labelled healthy only): `TAIL_SHARE` more steps of a run that simply
+  went on: the loss continues its trend over the last `TAIL_SOURCE_SHARE` of the run (a power
+  law, never upwards), the norm stays at its end level, both with residuals drawn from that
+  stretch, the rate at its last value (`continued` says why not the raw values).
 
 A run labelled with a loss spike is left out of the `every_N_*` checks: a one-step spike cannot
 be seen in points that skip its step or in means that dilute it, so its verdict may rightly
-change there. So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
-rightly decline to judge a handful of points (the stall test needs 16), and the zoo's runs of
+change there. For the same reason (the transformation deletes the evidence) two more are left
+out: from `every_N_points`, a run whose every NaN/Inf lies between the kept points (a skipped
+overflow the run recovered from); and from both, a run whose labelled gradient rise starts
+within N steps of its first non-finite value (the climb and the blow-up fall into one logging
+window, so no logged norm grew before it turned non-finite). So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
+rightly decline to judge a handful of points (the stall test needs 10, the spike tests more), and the zoo's runs of
 200-500 steps keep only 4-10 points at N = 50, so that row is empty unless longer runs join. Target: each invariance holds on at least `TARGET_SHARE` of the runs.
 Everything is written with TensorBoard's own `EventFileWriter` and protos.
 """
@@ -37,13 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from bench.detection import cases_zoo
+from bench.detection import cases_zoo, zoo_labels
 from bench.detection.events import SECONDS_PER_STEP, WALL_START
 
 TARGET_SHARE = 0.98
@@ -127,15 +134,50 @@ def resume_duplicate(run: cases_zoo.ZooRun) -> Rendering:
 
 
 def healthy_tail(run: cases_zoo.ZooRun) -> Rendering:
+    """The run goes on for `TAIL_SHARE` more steps the way it was going (see `continued`)."""
     steps, series = base_series(run)
     n = steps.size
     extra = int(n * TAIL_SHARE)
-    source = np.arange(n - max(1, int(n * TAIL_SOURCE_SHARE)), n)
+    source = np.arange(n - max(2, int(n * TAIL_SOURCE_SHARE)), n)
     rng = np.random.default_rng(n)
-    drawn = rng.choice(source, extra)
-    tail = {tag: np.concatenate([values, values[drawn]]) for tag, values in series.items()}
-    tail["train/lr"][n:] = series["train/lr"][-1]
-    return Rendering([rows(np.arange(1, n + extra + 1), tail)])
+    drawn = rng.choice(np.arange(source.size), extra)
+    new_steps = np.arange(n + 1, n + extra + 1)
+    tail = {
+        "train/loss": continued(steps[source], series["train/loss"][source], new_steps, drawn, carry_slope=True),
+        "train/grad_norm": continued(steps[source], series["train/grad_norm"][source], new_steps, drawn,
+                                     carry_slope=False),
+        "train/lr": np.full(extra, series["train/lr"][-1]),
+    }
+    extended = {tag: np.concatenate([values, tail[tag]]) for tag, values in series.items()}
+    return Rendering([rows(np.arange(1, n + extra + 1), extended)])
+
+
+def continued(source_steps: np.ndarray, source: np.ndarray, new_steps: np.ndarray, drawn: np.ndarray,
+              carry_slope: bool) -> np.ndarray:
+    """A positive series continued past its end: its trend over `source` carried on, plus
+    residuals around that trend drawn (`drawn`, indices into `source`) from the same stretch.
+
+    The trend is a Theil-Sen line of the log value against the log step (healthy loss curves are
+    close to power laws, the model the stall detector uses too). Drawing the raw values of the
+    last stretch instead, as this check first did, puts a run that is still improving back to
+    where it was a fifth of the run earlier: a jump up by its whole recent progress at the join
+    (1.6x on a zoo run still halving its loss over its last fifth), which a detector rightly
+    calls a spike or a rise, so the check broke on a fault it made itself. `carry_slope`: the
+    loss goes on along its line, never upwards (a healthy run that goes on does not climb);
+    otherwise (the gradient norm) the series stays at the line's end level.
+    """
+    logs = np.log(np.maximum(source, np.finfo(np.float64).tiny))
+    x = np.log(source_steps.astype(np.float64))
+    slope, intercept, _, _ = stats.theilslopes(logs, x)
+    residuals = logs - (intercept + slope * x)
+    if carry_slope and slope <= 0:
+        future = intercept + slope * np.log(new_steps.astype(np.float64))
+    elif carry_slope:
+        future = np.full(new_steps.size, float(np.median(logs)))  # a rising stretch: held at its level
+        residuals = logs - float(np.median(logs))
+    else:
+        future = np.full(new_steps.size, intercept + slope * x[-1])
+    return np.exp(future + residuals[drawn])
 
 
 TRANSFORMS: dict[str, Callable[[cases_zoo.ZooRun], Rendering]] = {
@@ -150,13 +192,37 @@ TRANSFORMS: dict[str, Callable[[cases_zoo.ZooRun], Rendering]] = {
 }
 
 
-def applies(transform: str, expected: dict, steps: int) -> bool:
+def applies(transform: str, expected: dict, run: cases_zoo.ZooRun) -> bool:
     if transform == "healthy_tail":
         return not expected
     if transform.startswith(SUBSAMPLING_PREFIX):
         interval = int(transform.split("_")[1])
-        return "loss_spike" not in expected and steps // interval >= MIN_POINTS
+        points = transform.endswith("_points")
+        return (
+            "loss_spike" not in expected
+            and run.loss.size // interval >= MIN_POINTS
+            and not (points and _nonfinite_only_between_points(run, interval))
+            and not _rise_within_blow_up_window(run, expected, interval)
+        )
     return True
+
+
+def _nonfinite_only_between_points(run: cases_zoo.ZooRun, interval: int) -> bool:
+    """A NaN or Inf the run recovered from, at steps that every-`interval`-th points skip: those
+    points cannot show it (a mean over the window can: it turns non-finite too)."""
+    bad = ~np.isfinite(run.loss) | ~np.isfinite(run.grad_norm)
+    kept = np.arange(interval - 1, run.loss.size, interval)
+    return bool(bad.any() and not bad[kept].any())
+
+
+def _rise_within_blow_up_window(run: cases_zoo.ZooRun, expected: dict, interval: int) -> bool:
+    """A labelled gradient rise that starts within one logging window of the first non-finite
+    loss or norm: logged every `interval` steps, the climb and the blow-up are one window, so
+    no logged point shows a norm that grew before it turned non-finite."""
+    if "exploding_gradients" not in expected:
+        return False
+    bad = np.flatnonzero(~np.isfinite(run.loss) | ~np.isfinite(run.grad_norm))
+    return bool(bad.size and abs(expected["exploding_gradients"][0] - 1 - int(bad[0])) < interval)
 
 
 def scalar_value(tag: str, value: float, tensor_encoded: bool) -> Summary.Value:
@@ -209,6 +275,14 @@ def rendered_root(split: str) -> Path:
     return cases_zoo.cache_dir() / "rendered" / f"{split}-{digest.hexdigest()[:10]}"
 
 
+def reference_labels(run: cases_zoo.ZooRun) -> dict[str, list[int]]:
+    """The run's labels as its reference rendering shows it: every step logged. (The run's own
+    logging may hide a spike that the every-step reference shows; which runs a check applies to
+    must follow what the reference can show.)"""
+    every_step = np.arange(1, run.loss.size + 1)
+    return zoo_labels.label_run(run.loss, run.grad_norm, cases_zoo.visibility(every_step, False, True))[0]
+
+
 def render_all(runs: dict[str, cases_zoo.ZooRun], labels: dict[str, dict], root: Path) -> None:
     for name, run in runs.items():
         done = root / name / "complete"
@@ -217,7 +291,7 @@ def render_all(runs: dict[str, cases_zoo.ZooRun], labels: dict[str, dict], root:
         shutil.rmtree(root / name, ignore_errors=True)
         write(reference(run), root / name / "reference")
         for transform, render in TRANSFORMS.items():
-            if applies(transform, labels[name], run.loss.size):
+            if applies(transform, labels[name], run):
                 write(render(run), root / name / transform)
         done.write_text("")
 
@@ -227,7 +301,7 @@ def check(split: str) -> list[Outcome]:
     zoo_specs = cases_zoo.specs(split)
     cases_zoo.ensure_trained(zoo_specs, cases_zoo.JOBS)
     runs = {spec["name"]: cases_zoo.load(spec) for spec in zoo_specs}
-    labels = {name: cases_zoo.labels_for(run)[0] for name, run in runs.items()}
+    labels = {name: reference_labels(run) for name, run in runs.items()}
     root = rendered_root(split)
     started = time.perf_counter()
     render_all(runs, labels, root)
@@ -240,7 +314,7 @@ def check(split: str) -> list[Outcome]:
     for transform in TRANSFORMS:
         outcome = Outcome(transform, 0, [])
         for name in runs:
-            if not applies(transform, labels[name], runs[name].loss.size):
+            if not applies(transform, labels[name], runs[name]):
                 continue
             outcome.applicable += 1
             before, after = found.get(f"{name}/reference", set()), found.get(f"{name}/{transform}", set())

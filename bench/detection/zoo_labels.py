@@ -15,15 +15,29 @@ Rules, in this order (a run may get several kinds):
    `best` is the least `smooth` before the end window (a run that learned and lost a material
    part of it: a classifier at 1e-5 that ends at 1e-3 rebounded 100x and lost nothing). Onset: where `smooth` is least before it first exceeds
    `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
-   A divergence is a "slow creep" when its loss takes more than `CREEP_SHARE` of the run from
-   the onset to that crossing.
+   A divergence is a "slow creep" when its loss rises, taking more than `CREEP_SHARE` of the
+   run from the onset to that crossing. A crossing into NaN/Inf is no creep, however long
+   the loss lay flat before it: a flat loss's least point is anywhere in the flat stretch,
+   and the run did not creep, it blew up.
 3. exploding_gradients: the running median of the finite log10(grad) rises `EXPLODE_DECADES`
    above its median over the first `W` steps (above where it started, not above a low it
    reached by converging: a classifier near zero loss has tiny gradients that grow back by
    decades on its hard batches). A gradient that overflows to Inf with the loss turning NaN
    the next step is rule 1's business, not this one. Label: the first step of the rise.
-4. vanishing_gradients: the median gradient norm of the second half is below `VANISH_FLOOR`
-   while the loss has not converged (`final > NOT_CONVERGED * initial`). Label: step 1.
+4. vanishing_gradients: gradients too small to train some of the weights, one kind with
+   three named sub-causes (the same the detectors report, and what the "mindspore" family's
+   deep sigmoid nets are labelled for):
+   - global: the median gradient norm of the second half is below `VANISH_FLOOR` while the
+     loss has not converged (`final > NOT_CONVERGED * initial`);
+   - depth (where the logs carry per-layer norms, `layer_vanishing`): the first third of the
+     layers gets `DEPTH_DECADES` (1000x) less gradient than the last third, in the median
+     over the logged points after the first tenth: the signal dies on its way back, and
+     under SGD those layers learn 1000x slower than the rest;
+   - dead: a layer whose gradient norm is exactly zero at half or more of those points (it
+     receives nothing, so no optimiser can train it: dead ReLUs, float16 underflow).
+   One rule on one definition for both: labelling the zoo by the global floor alone counted
+   the depth and dead-layer findings on zoo runs as false alarms, while the same findings on
+   the "mindspore" family's sigmoid stacks were labelled hits. Label: step 1.
 5. stalled_convergence (only when neither 1 nor 2 holds): the median loss from `STALL_FROM` to
    `STALL_TO` of the run is above `(1 - STALL_GAIN)` times the median over `EARLY` (after the
    first transient of the initialisation) and above `NOT_CONVERGED * initial`: no real
@@ -71,6 +85,8 @@ ONSET_FACTOR = 2.0
 CREEP_SHARE = 0.10
 EXPLODE_DECADES = 2.0
 VANISH_FLOOR = 1e-6
+DEPTH_DECADES = 3.0
+DEAD_SHARE = 0.5
 NOT_CONVERGED = 0.5
 STALL_FROM, STALL_TO = 0.25, 0.5
 EARLY = (0.05, 0.15)
@@ -135,7 +151,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     if ends_bad or final > DIVERGE_FACTOR * initial or rebound:
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
-        creep = crossing - onset > CREEP_SHARE * n
+        creep = crossing - onset > CREEP_SHARE * n and bool(finite[crossing])
     explode = exploding_step(grad, window)
     if explode is not None:
         labels["exploding_gradients"] = [logged(explode)]
@@ -219,3 +235,27 @@ def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:
                 and excess >= SPIKE_MADS * mad and np.median(after) < SPIKE_RECOVERED * centre):
             out.append(k)
     return out
+
+
+def layer_vanishing(layer_norms: list[np.ndarray]) -> bool:
+    """Rule 4's depth and dead-layer sub-causes, from per-layer gradient norms in depth order
+    (one array per layer, aligned on the logged points)."""
+    if not layer_norms:
+        return False
+    norms = np.vstack(layer_norms).astype(np.float64)
+    settled = norms[:, norms.shape[1] // 10:]
+    if not settled.size:
+        return False
+    if np.any(np.mean(settled == 0, axis=1) >= DEAD_SHARE):
+        return True
+    if len(layer_norms) < 3:
+        return False
+    third = max(1, len(layer_norms) // 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log10(np.where(np.isfinite(settled) & (settled > 0), settled, np.nan))
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            gap = np.nanmedian(logs[:third], axis=0) - np.nanmedian(logs[-third:], axis=0)
+            return bool(np.isfinite(gap).any() and np.nanmedian(gap) <= -DEPTH_DECADES)

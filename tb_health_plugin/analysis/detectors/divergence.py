@@ -54,6 +54,9 @@ Method (excess over the running best, on the log of the loss):
    Healthy warm-up bumps and loss spikes reach a few times the *current* loss (the published
    LLM spikes and the benchmark's labelled ones are 1.5-10x), and the current loss is at or
    below the start, so 100x above the start (also more than `Z_EXCESS` sigma) is never noise.
+   Only points after the one the start level was taken from count (a rise follows its
+   start): logged every 10th step, the first `EDGE_POINTS` span 50 steps, in which a fast run
+   can fall 1000x, and its first points then stand far above their lowest without any rise.
 8. A loss that is non-finite from its first logged point but was finite at the start (a finite
    start loss as in 6, or a finite first point followed only by non-finite ones) blew up within
    the first logging window: the advice is the learning rate, not the inputs.
@@ -250,6 +253,16 @@ def _start_level(values: np.ndarray, y: np.ndarray, start_loss: float | None) ->
     return level
 
 
+def _start_index(y: np.ndarray, start_level: float) -> int:
+    """The logged point the start level was taken from, or -1 when it came from the first
+    window's minimum (before every logged point). Logged sparsely, the first `EDGE_POINTS`
+    points span much of a fast run: one that fell 1000x within them starts from their lowest,
+    and its earlier points stand far above that start without anything having risen."""
+    head = y[:EDGE_POINTS]
+    at = int(np.argmin(head))
+    return at if head[at] <= start_level else -1
+
+
 def _loss_value(values: np.ndarray, y: np.ndarray, start_level: float) -> float:
     """The loss at `start_level` in its own units (exact for a positive loss, whose y is log)."""
     return float(np.exp(start_level)) if np.all(values > 0) else _level(values, y, start_level)
@@ -259,6 +272,7 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
     """Step 7 of the module doc: a sustained excursion 100x above where the run started."""
     margin = max(Z_EXCESS * sigma, FAR_ABOVE_START)
     far = smooth - start_level > margin
+    far[: _start_index(y, start_level) + 1] = False  # a rise comes after the start it rose from
     if y.size < MIN_POINTS or not far.any():
         return None
     first_far = int(np.argmax(far))

@@ -1,0 +1,31 @@
+"""The benchmark's metamorphic "healthy tail": a run that simply went on, not one sent back."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.detection import metamorphic
+
+
+def test_the_healthy_tail_of_a_still_improving_run_does_not_jump_back_up():
+    """Drawing the last fifth's raw values put a run still halving its loss there back to where
+    it was a fifth of the run earlier: a jump up that detectors rightly called a spike."""
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 401)
+    loss = 2.0 * (steps / 100.0) ** -1.2 * np.exp(0.05 * rng.standard_normal(steps.size))
+    source = np.arange(320, 400)
+    new_steps = np.arange(401, 601)
+    drawn = rng.choice(source.size, new_steps.size)
+    tail = metamorphic.continued(steps[source], loss[source], new_steps, drawn, carry_slope=True)
+    end_level = np.median(loss[-20:])
+    assert np.median(tail[:20]) <= 1.05 * end_level
+    assert np.median(tail[-20:]) <= np.median(tail[:20])  # and it goes on improving
+
+
+def test_the_healthy_tail_of_a_flat_run_stays_at_its_level():
+    rng = np.random.default_rng(1)
+    steps = np.arange(1, 401)
+    loss = 0.3 * np.exp(0.1 * rng.standard_normal(steps.size))
+    source = np.arange(320, 400)
+    tail = metamorphic.continued(steps[source], loss[source], np.arange(401, 601), rng.choice(80, 200), carry_slope=True)
+    assert abs(np.log(np.median(tail)) - np.log(0.3)) < 0.05
