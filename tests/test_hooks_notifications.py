@@ -39,7 +39,7 @@ def test_two_ranks_of_a_job_that_go_nan_send_one_message(tmp_path, monkeypatch):
         monkeypatch.setenv("TB_HEALTH_WEBHOOK_URL", receiver.url + "/hook")
         for rank in (0, 1):
             with HealthLogger(tmp_path / "job", collect_freq=5, analyze_every=4, rank=rank, notify=["webhook"],
-                              notify_lang="en", tensorboard_url="http://tb:6006") as health:
+                              lang="en", tensorboard_url="http://tb:6006") as health:
                 for step in range(1, 101):
                     health.log_step(step, math.nan if step >= 60 else 2.0 / step + 0.1)
         assert receiver.wait_for(1)

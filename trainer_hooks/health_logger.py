@@ -71,6 +71,7 @@ class HealthLogger:
         self.parameters = named_parameters(parameters)
         self.writer = SafeEventWriter(self.log_dir, flush_secs=options.flush_secs)
         self.notices = Notices(self.writer)
+        self.lang = options.lang or default_language()  # of the findings printed, written and sent
         self.online = (
             OnlineAnalyzer(
                 self.rank_info.run_folder,
@@ -78,6 +79,7 @@ class HealthLogger:
                 options.analyze_every,
                 options.findings_min_severity,
                 options.analyze,
+                lang=self.lang,
             )
             if options.online_analysis
             else None
@@ -307,7 +309,7 @@ class HealthLogger:
         try:
             return findings_notifier(
                 options.notify, run_name, job_dir, options.collect_freq, options.notify_config,
-                options.notify_lang or default_language(), options.tensorboard_url,
+                self.lang, options.tensorboard_url,
                 max(options.findings_min_severity, "warning", key=SEVERITY_RANK.__getitem__),
             )
         except (ConfigError, OSError) as error:

@@ -17,6 +17,7 @@ it from competing with training for the interpreter, the thread is kept busy at 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -84,10 +85,11 @@ class BoundedSeries:
         self.size = keep.size
 
 
-def default_analyze() -> Analyze:
+def default_analyze(lang: str = "en") -> Analyze:
+    """The project's engine, its findings written in `lang`."""
     from tb_health_plugin.analysis.engine import analyze_run
 
-    return analyze_run
+    return functools.partial(analyze_run, lang=lang)
 
 
 class OnlineAnalyzer:
@@ -101,6 +103,7 @@ class OnlineAnalyzer:
         min_severity: str = "warning",
         analyze: Analyze | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lang: str = "en",
     ) -> None:
         self.run_name = run_name
         self._clock = clock  # seconds, for spacing the analyses; tests drive a clock of their own
@@ -108,6 +111,7 @@ class OnlineAnalyzer:
         self.min_rank = SEVERITY_RANK[min_severity]
         self._on_new_findings = on_new_findings
         self._analyze = analyze
+        self.lang = lang
         self._scalars: dict[str, BoundedSeries] = defaultdict(BoundedSeries)
         self._lock = threading.Lock()  # guards the recorded scalars
         self._analysis_lock = threading.Lock()  # one analysis at a time (background or final)
@@ -152,7 +156,7 @@ class OnlineAnalyzer:
         started = self._clock()
         try:
             if self._analyze is None:
-                self._analyze = default_analyze()
+                self._analyze = default_analyze(self.lang)
             report = self._analyze(self.run_data())
         except Exception as error:  # the analysis must never break training
             self._disabled = True

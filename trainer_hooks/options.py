@@ -64,7 +64,8 @@ class HealthOptions:
             `TB_HEALTH_<SINK>_SECRET`, `TB_HEALTH_SMTP_*`) or `notify_config`, never from here.
             One rank speaks for the job (`trainer_hooks.notifications`).
         notify_config: a TOML file with one table per sink (`url`, `secret`).
-        notify_lang: language of the messages, "en" or "zh" (default: from the locale).
+        lang: the language of the findings the hooks print, write and send, "en" or "zh"
+            (default: from the locale, LC_ALL / LC_MESSAGES / LANG).
         tensorboard_url: TensorBoard's address, for a link to the run in each message.
     """
 
@@ -87,7 +88,7 @@ class HealthOptions:
     log_graph: bool = False
     notify: Sequence[str] = ()
     notify_config: str | None = None
-    notify_lang: str | None = None
+    lang: str | None = None
     tensorboard_url: str | None = None
 
     def __post_init__(self) -> None:
@@ -113,8 +114,8 @@ class HealthOptions:
         unknown = [sink for sink in self.notify if sink not in NOTIFY_SINKS]
         if unknown:
             raise ValueError(f"notify: unknown sink {unknown[0]!r}; sinks: {', '.join(NOTIFY_SINKS)}")
-        if self.notify_lang not in (None, "en", "zh"):
-            raise ValueError(f"notify_lang must be 'en' or 'zh', got {self.notify_lang!r}")
+        if self.lang not in (None, "en", "zh"):
+            raise ValueError(f"lang must be 'en' or 'zh', got {self.lang!r}")
         if self.histogram_ranks is not None:
             object.__setattr__(self, "histogram_ranks", tuple(int(r) for r in self.histogram_ranks))
         for name in ("rank", "world_size"):

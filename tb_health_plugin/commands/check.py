@@ -92,6 +92,17 @@ def parse_tag_overrides(pairs: list[str]) -> dict[str, str]:
     return overrides
 
 
+def overrides_in_force(logdir: str, tag_pairs: list[str]) -> dict[str, str]:
+    """The tag overrides for LOGDIR as `check` and the tab use them: its `tb-health.toml`'s
+    [tags], replaced role by role by `--tag`; ValueError saying what is wrong with either, or
+    with LOGDIR."""
+    overrides = parse_tag_overrides(tag_pairs)
+    problem = logdir_problem(logdir)
+    if problem:
+        raise ValueError(problem)
+    return {**load_logdir_config(logdir).tags, **overrides}  # LogdirConfigError is a ValueError
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         overrides = parse_tag_overrides(args.tag)

@@ -10,9 +10,8 @@ import argparse
 import os
 import sys
 
-from tb_health_plugin.commands.check import logdir_problem, parse_tag_overrides
+from tb_health_plugin.commands.check import overrides_in_force
 from tb_health_plugin.commands.messages import read_problems, say
-from tb_health_plugin.logdir_config import LogdirConfigError, load_logdir_config
 
 PROG = "tb-health report"
 EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 2, 2
@@ -46,17 +45,8 @@ def run(args: argparse.Namespace) -> int:
         say(PROG, f"cannot tell the format of {args.output!r}: name it .html or .md, or give --format")
         return EXIT_USAGE
     try:
-        overrides = parse_tag_overrides(args.tag)
+        overrides = overrides_in_force(args.logdir, args.tag)
     except ValueError as error:
-        say(PROG, str(error))
-        return EXIT_USAGE
-    problem = logdir_problem(args.logdir)
-    if problem:
-        say(PROG, problem)
-        return EXIT_USAGE
-    try:
-        overrides = {**load_logdir_config(args.logdir).tags, **overrides}  # as check and the tab
-    except LogdirConfigError as error:
         say(PROG, str(error))
         return EXIT_USAGE
     with read_problems(PROG):

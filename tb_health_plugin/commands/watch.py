@@ -16,11 +16,10 @@ import os
 import sys
 import time
 
-from tb_health_plugin.commands.check import logdir_problem, parse_tag_overrides
+from tb_health_plugin.commands.check import overrides_in_force
 from tb_health_plugin.commands.messages import say
 from tb_health_plugin.contract import SEVERITIES
 from tb_health_plugin.i18n import default_language
-from tb_health_plugin.logdir_config import LogdirConfigError, load_logdir_config
 
 PROG = "tb-health watch"
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -66,7 +65,7 @@ def default_state_file(logdir: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tb_health_plugin.notify import ConfigError, JobDeduplicator, Notifier, sinks_from_config
+    from tb_health_plugin.notify import JobDeduplicator, Notifier, sinks_from_config
 
     if not args.notify and not args.notify_config:
         say(PROG, "name at least one --notify SINK (or --notify-config FILE)")
@@ -75,19 +74,13 @@ def run(args: argparse.Namespace) -> int:
         say(PROG, "--interval must be positive")
         return EXIT_USAGE
     try:
-        overrides = parse_tag_overrides(args.tag)
         sinks = sinks_from_config(args.notify, config_file=args.notify_config)
-    except (ValueError, OSError) as error:  # ConfigError is a ValueError
-        say(PROG, str(error) if isinstance(error, ConfigError | ValueError) else f"{error.filename}: {error.strerror}")
-        return EXIT_USAGE
-    problem = logdir_problem(args.logdir)
-    if problem:
-        say(PROG, problem)
-        return EXIT_USAGE
-    try:
-        overrides = {**load_logdir_config(args.logdir).tags, **overrides}  # as check and the tab
-    except LogdirConfigError as error:
+        overrides = overrides_in_force(args.logdir, args.tag)
+    except ValueError as error:  # ConfigError and LogdirConfigError are ValueErrors
         say(PROG, str(error))
+        return EXIT_USAGE
+    except OSError as error:
+        say(PROG, f"{error.filename}: {error.strerror}")
         return EXIT_USAGE
     state_file = args.state or default_state_file(args.logdir)
     deduplicator = JobDeduplicator(_load_state(state_file))
