@@ -92,12 +92,13 @@ def _handler(proxy: FaultProxy):
                     self.connection.shutdown(2)
                 return
             if fault == "slowdown":
+                # recorded before answering: a client that has its answer finds its request counted
+                proxy.record(Request(self.command, self.path, self.headers.get("Range"), 503, len(SLOWDOWN_BODY)))
                 self.send_response(503)
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(SLOWDOWN_BODY)))
                 self.end_headers()
                 self.wfile.write(SLOWDOWN_BODY)
-                proxy.record(Request(self.command, self.path, self.headers.get("Range"), 503, len(SLOWDOWN_BODY)))
                 return
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=60)
             try:
@@ -107,6 +108,8 @@ def _handler(proxy: FaultProxy):
                 data = response.read()
             finally:
                 upstream.close()
+            proxy.record(Request(self.command, self.path, self.headers.get("Range"), response.status,
+                                 0 if self.command == "HEAD" else len(data)))
             self.send_response(response.status, response.reason)
             for key, value in response.getheaders():
                 if key.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
@@ -117,8 +120,6 @@ def _handler(proxy: FaultProxy):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
-            proxy.record(Request(self.command, self.path, self.headers.get("Range"), response.status,
-                                 0 if self.command == "HEAD" else len(data)))
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
 

@@ -302,7 +302,7 @@ def test_compiling_for_the_graph_in_pynative_leaves_the_training_unchanged(tmp_p
     clock_started: list[bool] = []  # whether the step clock was running when the graph was logged
     log_graph = HealthLogger.log_graph
     monkeypatch.setattr(HealthLogger, "log_graph",
-                        lambda self, graph: clock_started.append(self._last_time is not None) or log_graph(self, graph))
+                        lambda self, graph: clock_started.append(self.clock.running) or log_graph(self, graph))
     monkeypatch.chdir(tmp_path)
     runs = {}
     try:

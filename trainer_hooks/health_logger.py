@@ -215,7 +215,7 @@ class HealthLogger:
 
             graph_def = to_graph_def(graph)
         except Exception as error:  # noqa: BLE001 - a bad graph must not stop training
-            self._input_error("log_graph", self._last_step or 0, error)
+            self.notices.input_error("log_graph", self._last_step or 0, error)
             return False
         self.writer.graph(graph_def)
         return True

@@ -28,6 +28,11 @@ class StepClock:
         self._host_seconds = 0.0
         self._step_ended: float | None = None
 
+    @property
+    def running(self) -> bool:
+        """Whether a step was logged already: the time from it counts towards the next one."""
+        return self._last_logged is not None
+
     def step_logged(self, steps_done: int) -> None:
         now = self._now()
         if self._last_logged is not None:
