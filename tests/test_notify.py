@@ -237,3 +237,24 @@ def test_email_goes_through_a_real_smtp_server():
     (email,) = received
     assert email["Subject"].startswith("[CRITICAL] divergence") and email["To"] == "a@example.org, b@example.org"
     assert "step 500" in email.get_payload()
+
+
+def test_watch_analyses_again_only_when_something_was_logged(tmp_path, monkeypatch):
+    import numpy as np
+
+    from tb_health_plugin.analysis import engine
+    from tb_health_plugin.commands.watch import Watcher
+    from tests.eventlogs import write_scalars
+
+    steps = np.arange(200)
+    write_scalars(tmp_path / "a", {"train/loss": (steps, 2.0 / (1 + steps / 30.0))})
+    calls = []
+    original = engine.analyze_runs
+    monkeypatch.setattr(engine, "analyze_runs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    watcher = Watcher(str(tmp_path), {}, None, "warning")
+    watcher.alerts()
+    watcher.alerts()  # nothing new: no analysis
+    assert len(calls) == 1
+    write_scalars(tmp_path / "b", {"train/loss": (steps, 2.0 / (1 + steps / 30.0))})
+    watcher.alerts()
+    assert len(calls) == 2

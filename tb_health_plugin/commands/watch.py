@@ -113,12 +113,17 @@ class Watcher:
         self.tensorboard_url, self.min_severity, self.lang = tensorboard_url, min_severity, lang
         self.reader = LogdirReader(logdir)
         self.run_count = 0
+        self._analysed = False
 
     def alerts(self):
+        """The alerts of every run, or none without analysing when nothing was logged since the
+        last pass (its alerts were handled then)."""
         from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
         from tb_health_plugin.notify import alerts_from_report
 
-        self.reader.refresh()
+        if not self.reader.refresh() and self._analysed:
+            return []
+        self._analysed = True
         runs = [self.reader.run(name) for name in self.reader.run_names()]
         self.run_count = len(runs)
         report = logdir_report(self.logdir, analyze_runs(runs, self.overrides, lang=self.lang), self.lang)

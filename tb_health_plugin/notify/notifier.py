@@ -72,6 +72,9 @@ class Notifier:
             return
         try:
             if self._queue.qsize() >= QUEUE_LIMIT:
+                if not self._dropped:
+                    logger.warning("tb-health: notifications queue full (%d batches): new alerts are dropped",
+                                   QUEUE_LIMIT)
                 self._dropped += len(alerts)
                 return
             with self._done:
