@@ -92,8 +92,7 @@ def main() -> None:
         row = []
         for every in (1, 10, 50):
             steps = np.arange(lr.size)[::every]
-            analysis = analyze_lr(steps, lr[::every])
-            alarm = any(p.severity != "info" for p in (analysis.problems if analysis else []))
+            alarm = any(event.severity != "info" for event in analyze_lr(steps, lr[::every]))
             right += alarm == fault
             total += 1
             row.append(f"every {every:>2}: {'alarm' if alarm else 'quiet':<5}")

@@ -33,7 +33,7 @@ def test_growth_far_above_the_post_warmup_baseline_is_exploding_from_its_onset()
     g[200:] *= np.geomspace(1, 1e6, 100)
     event = exploding(g)
     assert event is not None and event.kind == "exploding_gradients"
-    assert 200 <= event.index <= 215
+    assert 200 <= event.step <= 215
     assert event.severity == "critical"  # a million-fold growth
     assert event.evidence["growth_factor"] > 1e4
 
@@ -70,7 +70,7 @@ def test_collapse_while_the_loss_stays_is_vanishing_but_not_when_the_loss_collap
     g[150:] *= 1e-5
     flat_loss = np.full(300, 2.0)
     event = vanishing(g, flat_loss)
-    assert event is not None and event.index == 150 and event.severity == "warning"
+    assert event is not None and event.step == 150 and event.severity == "warning"
     converged_loss = np.r_[np.full(150, 2.0), np.full(150, 2e-5)]
     assert vanishing(g, converged_loss) is None
 
@@ -79,7 +79,7 @@ def test_zero_gradients_are_under_the_absolute_floor():
     g = noisy_norms()
     g[120:] = 0.0
     event = vanishing(g)
-    assert event is not None and event.severity == "critical" and event.index == 120
+    assert event is not None and event.severity == "critical" and event.step == 120
     assert event.evidence["zero_share"] == 1.0
 
 
@@ -115,7 +115,7 @@ def test_early_layers_far_below_late_ones_are_vanishing():
     depths, steps, norms = layer_norms(depth_series(-7))
     assert depths == list(range(10))
     event = depth_imbalance(norms)
-    assert event is not None and event.kind == "vanishing_gradients" and event.index == 0
+    assert event is not None and event.kind == "vanishing_gradients" and event.step == 0
     assert event.evidence["early_to_late_ratio"] < 1e-3
 
 
@@ -226,7 +226,7 @@ def test_a_norm_climbing_100x_right_before_it_turns_nonfinite_is_exploding():
     g[:9] = 10.0 ** np.array([0.38, 1.08, 1.43, 1.98, 2.61, 3.29, 3.51, 4.15, 4.86])
     event = exploding(g)
     assert event is not None and event.kind == "exploding_gradients" and event.severity == "critical"
-    assert event.index == 2 and event.end_index == 9  # from where it stood clearly above its start
+    assert event.step == 2 and event.end_step == 9  # from where it stood clearly above its start
     assert event.evidence["growth_factor"] > 1e3
 
 

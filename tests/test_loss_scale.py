@@ -67,8 +67,8 @@ def test_a_scale_held_at_its_floor_by_overflows_after_the_search_is_a_warning():
     scales, flags = simulate(forced_from=3000, growth_every=300, min_scale=128.0, seed=1)
     steps = np.arange(scales.size)
     problems = analyze_loss_scale(steps[::10], scales[::10], (steps[::10], flags[::10]))
-    floor = [p for p in problems if p.what == "floor"]
-    assert floor and floor[0].severity == "warning" and steps[::10][floor[0].index] > 3000
+    floor = [p for p in problems if p.evidence["what"] == "floor"]
+    assert floor and floor[0].severity == "warning" and floor[0].step > 3000
     assert floor[0].evidence["floor_scale"] == 128.0
 
 
@@ -76,16 +76,16 @@ def test_frequent_overflows_are_reported_from_the_logged_flags():
     scales, flags = simulate(forced_rate=0.1, forced_from=4000)
     steps = np.arange(scales.size)
     problems = analyze_loss_scale(steps, scales, (steps, flags))
-    rates = [p for p in problems if p.what == "overflow_rate"]
+    rates = [p for p in problems if p.evidence["what"] == "overflow_rate"]
     assert rates and rates[0].evidence["skip_rate"] > 0.05
-    assert 4000 <= steps[rates[0].index] <= 4100
+    assert 4000 <= rates[0].step <= 4100
 
 
 def test_a_steady_decline_without_regrowth_is_a_warning():
     scales, _ = simulate(forced_from=3000, growth_every=400)
     steps = np.arange(scales.size)
     problems = analyze_loss_scale(steps[::20], scales[::20])
-    assert [p.what for p in problems] == ["decline"]
+    assert [p.evidence["what"] for p in problems] == ["decline"]
     assert problems[0].severity == "warning" and problems[0].evidence["regrowths"] >= 1
 
 
@@ -93,8 +93,8 @@ def test_a_scale_collapsing_to_its_minimum_is_critical():
     scales, _ = simulate(forced_rate=0.8, forced_from=5000)
     steps = np.arange(scales.size)
     problems = analyze_loss_scale(steps, scales)
-    collapse = [p for p in problems if p.what == "collapse"]
-    assert collapse and collapse[0].severity == "critical" and steps[collapse[0].index] > 5000
+    collapse = [p for p in problems if p.evidence["what"] == "collapse"]
+    assert collapse and collapse[0].severity == "critical" and collapse[0].step > 5000
 
 
 def test_a_static_scale_is_left_alone():

@@ -12,6 +12,15 @@ from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import Backtrack, RunData, ScalarSeries
 
 
+def problems_of(*args, **kwargs) -> list:
+    """The faults `analyze_lr` finds (its events after the first, which names the shape)."""
+    return analyze_lr(*args, **kwargs)[1:]
+
+
+def shape_of(*args, **kwargs) -> str:
+    return analyze_lr(*args, **kwargs)[0].evidence["schedule"]
+
+
 def english(event) -> str:
     """The event's message as the English report writes it."""
     return render_finding(event, "en")["message"]
@@ -40,49 +49,48 @@ SCHEDULES = {
 
 @pytest.mark.parametrize("shape", sorted(SCHEDULES))
 def test_warmup_plus_decay_schedules_are_fitted_and_not_problems(shape):
-    analysis = analyze_lr(STEPS, SCHEDULES[shape])
-    assert analysis.problems == []
-    assert analysis.shape == shape
+    assert problems_of(STEPS, SCHEDULES[shape]) == []
+    assert shape_of(STEPS, SCHEDULES[shape]) == shape
 
 
 def test_cosine_restarts_are_a_cyclic_schedule_not_a_reset():
     one = FLOOR + (PEAK - FLOOR) * 0.5 * (1 + np.cos(np.pi * np.arange(250) / 250))
-    analysis = analyze_lr(STEPS, np.tile(one, 4))
-    assert analysis.shape == "cyclic" and analysis.problems == []
+    events = analyze_lr(STEPS, np.tile(one, 4))
+    assert events[0].evidence["schedule"] == "cyclic" and events[1:] == []
 
 
 def test_a_restart_after_a_resume_is_a_reset_tied_to_the_resume():
     lr = np.r_[SCHEDULES["cosine"][:600], SCHEDULES["cosine"][:400]]
-    problems = analyze_lr(STEPS, lr, resume_steps=[600]).problems
-    assert [p.what for p in problems] == ["reset"]
-    assert problems[0].evidence["after_resume"] and 600 <= problems[0].index <= 602
+    problems = problems_of(STEPS, lr, resume_steps=[600])
+    assert [p.evidence["what"] for p in problems] == ["reset"]
+    assert problems[0].evidence["after_resume"] and 600 <= problems[0].step <= 602
 
 
 def test_an_upward_jump_outside_warmup_is_reported():
     lr = SCHEDULES["cosine"].copy()
     lr[500:] *= 3
-    problems = analyze_lr(STEPS, lr).problems
-    assert [(p.what, p.index) for p in problems] == [("jump", 500)]
+    problems = problems_of(STEPS, lr)
+    assert [(p.evidence["what"], p.step) for p in problems] == [("jump", 500)]
 
 
 def test_a_rate_at_zero_long_before_the_end_is_critical():
     lr = SCHEDULES["linear"].copy()
     lr[400:] = 0.0
-    problems = analyze_lr(STEPS, lr).problems
-    assert [(p.what, p.severity, p.index) for p in problems] == [("zero", "critical", 400)]
+    problems = problems_of(STEPS, lr)
+    assert [(p.evidence["what"], p.severity, p.step) for p in problems] == [("zero", "critical", 400)]
 
 
 def test_decaying_to_zero_exactly_at_the_end_is_fine():
     lr = warmup_then(PEAK * 0.5 * (1 + np.cos(np.pi * X)))
-    assert analyze_lr(STEPS, lr).problems == []
+    assert problems_of(STEPS, lr) == []
 
 
 def test_a_schedule_stepped_per_micro_batch_reaches_its_floor_far_too_early():
     fast = SCHEDULES["cosine"][::8]
     lr = np.r_[fast, np.full(N - fast.size, fast[-1])]
-    problems = analyze_lr(STEPS, lr).problems
-    assert [p.what for p in problems] == ["early_floor"]
-    assert problems[0].index < 130 and problems[0].evidence["speedup_estimate"] > 5
+    problems = problems_of(STEPS, lr)
+    assert [p.evidence["what"] for p in problems] == ["early_floor"]
+    assert problems[0].step < 130 and problems[0].evidence["speedup_estimate"] > 5
 
 
 def test_fit_shape_names_plain_decays():
@@ -110,10 +118,10 @@ def test_the_check_uses_the_readers_backtracks_and_reports_an_actionable_finding
 
 def test_a_flat_rate_that_suddenly_leaps_is_a_jump_not_a_warmup():
     lr = np.where(STEPS < 600, 1e-3, 4e-2)
-    problems = analyze_lr(STEPS, lr).problems
-    assert [(p.what, p.index) for p in problems] == [("jump", 600)]
+    problems = problems_of(STEPS, lr)
+    assert [(p.evidence["what"], p.step) for p in problems] == [("jump", 600)]
     coarse_warmup = np.r_[1e-7, np.full(N - 1, 1e-3)]  # a short warm-up logged coarsely
-    assert analyze_lr(STEPS, coarse_warmup).problems == []
+    assert problems_of(STEPS, coarse_warmup) == []
 
 
 def sgdr(steps: int, t_0: int, t_mult: int, eta_max=PEAK, eta_min=FLOOR) -> np.ndarray:
@@ -132,8 +140,8 @@ def test_warm_restarts_with_periods_growing_by_t_mult_are_a_planned_cyclic_sched
     total = 8000
     steps = np.arange(total)[::every]
     lr = sgdr(total, t_0, t_mult)[::every]
-    analysis = analyze_lr(steps, lr)
-    assert analysis.shape == "cyclic" and analysis.problems == []
+    events = analyze_lr(steps, lr)
+    assert events[0].evidence["schedule"] == "cyclic" and events[1:] == []
     data = RunData("run", scalars={"train/lr": ScalarSeries.from_lists(steps, lr)})
     findings = lr_schedule_check(RunSignals.from_run(data))
     assert [f.severity for f in findings] == ["info"] and "cyclic" in english(findings[0])
@@ -144,7 +152,7 @@ def test_cyclic_rates_rising_from_a_base_are_planned():
     t = np.arange(6000)
     cycle, x = t // 800, np.abs(t / 400 - 2 * (t // 800) - 1)
     for amplitude in (9e-4 * np.maximum(0, 1 - x), 9e-4 * np.maximum(0, 1 - x) / 2.0**cycle):
-        assert analyze_lr(t[::10], (1e-4 + amplitude)[::10]).problems == []
+        assert problems_of(t[::10], (1e-4 + amplitude)[::10]) == []
 
 
 def test_resets_to_the_peak_at_irregular_steps_are_reported():
@@ -155,8 +163,8 @@ def test_resets_to_the_peak_at_irregular_steps_are_reported():
     lr = base.copy()
     lr[2000:] = base[100:4100]
     lr[4500:] = base[100:1600]
-    problems = analyze_lr(np.arange(6000), lr).problems
-    assert [(p.what, p.severity, p.index) for p in problems] == [("reset", "warning", 2000), ("reset", "warning", 4500)]
+    problems = problems_of(np.arange(6000), lr)
+    assert [(p.evidence["what"], p.severity, p.step) for p in problems] == [("reset", "warning", 2000), ("reset", "warning", 4500)]
 
 
 def test_a_nan_learning_rate_is_critical():

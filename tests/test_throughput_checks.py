@@ -37,8 +37,8 @@ def test_a_lasting_slowdown_is_found_at_its_change_point():
     t = step_times()
     t[900:] *= 1.6
     slowdown = step_time_regression(t)
-    assert slowdown is not None and 895 <= slowdown.index <= 905
-    assert slowdown.severity == "warning" and 1.5 < slowdown.ratio < 1.7
+    assert slowdown is not None and 895 <= slowdown.step <= 905
+    assert slowdown.severity == "warning" and 1.5 < slowdown.evidence["slowdown"] < 1.7
 
 
 def test_a_slowdown_that_cost_more_than_half_the_run_is_critical():
@@ -52,7 +52,7 @@ def test_a_gradual_drift_is_found():
     # a 1.8x ramp: either the best split already shows 1.25x or the ends are compared
     t = step_times() * np.linspace(1, 1.8, 1500)
     slowdown = step_time_regression(t)
-    assert slowdown is not None and slowdown.ratio >= 1.25
+    assert slowdown is not None and slowdown.evidence["slowdown"] >= 1.25
 
 
 def test_throughput_alone_is_checked_as_time_per_sample():

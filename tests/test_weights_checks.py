@@ -33,14 +33,14 @@ def test_usual_update_ratios_are_quiet_and_huge_ones_are_reported():
     r = ratios()
     r[120:] = 0.5
     event = large_updates(r)
-    assert event is not None and event.index == 120
+    assert event is not None and event.step == 120
 
 
 def test_a_weight_that_stops_changing_is_reported_unless_the_rate_went_to_zero():
     r = ratios()
     r[100:] = 0.0
     event = stopped_by_ratio(r)
-    assert event is not None and event.index == 100
+    assert event is not None and event.step == 100
     lr_share = np.r_[np.ones(100), np.zeros(100)]  # a schedule that decayed to zero: planned
     assert stopped_by_ratio(r, lr_share) is None
 
@@ -72,7 +72,7 @@ def test_values_piling_up_at_the_edges_are_saturation():
     shares = np.array([edge_share(bell(rng, saturate=i >= 60)) for i in range(100)])
     assert shares[:60].max() < 0.05 and shares[60:].min() > 0.3
     event = saturation(shares)
-    assert event is not None and event.index == 60
+    assert event is not None and event.step == 60
 
 
 def test_the_check_groups_parameters_and_respects_the_learning_rate():

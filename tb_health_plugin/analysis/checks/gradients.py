@@ -12,9 +12,11 @@ When no global norm is logged, it is rebuilt from the per-parameter ones.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.gradient_norms import GradientEvent, exploding, vanishing
+from tb_health_plugin.analysis.detectors.gradient_norms import exploding, vanishing
 from tb_health_plugin.analysis.detectors.histogram_stats import histogram_norm
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
 from tb_health_plugin.analysis.event import Event
@@ -64,59 +66,31 @@ def _example_param(per_param, depth: int) -> str:
     return next((p for p in names if "weight" in p), names[0] if names else "")
 
 
-def _finding(
-    event: GradientEvent, steps: np.ndarray, tag: str, message: str, advice: str, args: dict | None = None
-) -> Event:
-    """The event at the steps of `steps`; `message` and `advice` are catalogue ids."""
-    return Event(
-        kind=event.kind,
-        severity=event.severity,
-        step=int(steps[event.index]),
-        end_step=int(steps[event.end_index]),
-        tag=tag,
-        message=message,
-        evidence=dict(event.evidence),
-        args=args or {},
-        advice=advice,
-    )
-
-
 def global_norm_check(signals: RunSignals) -> list[Event]:
     """Growth or collapse of the global gradient norm against its own post-warm-up baseline."""
     series = global_grad_norm(signals, per_parameter_grad_norms(signals))
     if series is None:
         return []
     steps, values, tag = series
-    findings = []
-    event = exploding(values, _aligned_loss(signals, steps))
-    if event is not None:
-        findings.append(_finding(event, steps, tag, "gradients.global.exploding", "gradients.advice.exploding"))
-    event = vanishing(values, _aligned_loss(signals, steps))
-    if event is not None:
-        findings.append(_finding(event, steps, tag, "gradients.global.vanishing", "gradients.advice.vanishing"))
-    return findings
+    loss = _aligned_loss(signals, steps)
+    return [e for e in (exploding(values, loss, steps, tag), vanishing(values, loss, steps, tag)) if e is not None]
 
 
 def layer_depth_check(signals: RunSignals) -> list[Event]:
     """Gradient norms of the first layers against the last ones."""
     per_param = per_parameter_grad_norms(signals)
     depths, steps, norms = layer_norms(per_param)
-    event = depth_imbalance(norms)
-    if event is None:
-        return []
-    third = event.evidence["early_layers"]
-    ratio = event.evidence["early_to_late_ratio"]
-    event.evidence["early_layer_ids"] = depths[:third]
-    event.evidence["late_layer_ids"] = depths[-third:]
-    example = _example_param(per_param, depths[0])
+    example = _example_param(per_param, depths[0]) if depths else ""
     tags = signals.roles.per_parameter.get("param_grad_norm", {}) if signals.param_grad_norms else {}
     if not tags:
         tags = signals.roles.histograms.get("grad_histogram", {})
-    tag = tags.get(example, example)
-    if event.kind == "vanishing_gradients":
-        return [_finding(event, steps, tag, "gradients.depth.vanishing", "gradients.advice.depth_vanishing",
-                         {"smaller_factor": 1 / ratio})]
-    return [_finding(event, steps, tag, "gradients.depth.exploding", "gradients.advice.depth_exploding")]
+    event = depth_imbalance(norms, steps, tags.get(example, example))
+    if event is None:
+        return []
+    third = event.evidence["early_layers"]
+    event.evidence["early_layer_ids"] = depths[:third]
+    event.evidence["late_layer_ids"] = depths[-third:]
+    return [event]
 
 
 def per_layer_check(signals: RunSignals) -> list[Event]:
@@ -131,14 +105,14 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
     loss = _aligned_loss(signals, steps)
     if loss is not None:  # points with a non-finite loss tell nothing about one layer
         norms = np.where(np.isnan(loss) | np.isinf(loss), np.nan, norms)
-    hits: dict[str, list[tuple[int, GradientEvent]]] = {}
+    hits: dict[str, list[tuple[int, Event]]] = {}
     for row, depth in enumerate(depths):
-        for event in (exploding(norms[row], loss), vanishing(norms[row], loss)):
+        for event in (exploding(norms[row], loss, steps), vanishing(norms[row], loss, steps)):
             if event is not None:
                 hits.setdefault(event.kind, []).append((depth, event))
     findings = []
     for kind, found in hits.items():
-        found.sort(key=lambda item: item[1].index)
+        found.sort(key=lambda item: item[1].step)
         depth, event = found[0]
         layers = sorted(d for d, _ in found)
         example = _example_param(per_param, depth)
@@ -148,14 +122,14 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
         event.evidence.update(layers=layers, layer_count=len(depths))
         direction = "exploding" if kind == "exploding_gradients" else "vanishing"
         message = f"gradients.layer.{direction}." + ("many" if len(layers) > 1 else "one")
-        severity_event = GradientEvent(kind, "warning", event.index, event.end_index, event.evidence)
         advice = f"gradients.advice.{_layer_advice(kind, event)}"
         args = {"layer_list": ", ".join(map(str, layers[:8]))}
-        findings.append(_finding(severity_event, steps, tags.get(example, example), message, advice, args))
+        findings.append(replace(event, severity="warning", tag=tags.get(example, example), message=message,
+                                advice=advice, args=args))
     return findings
 
 
-def _layer_advice(kind: str, event: GradientEvent) -> str:
+def _layer_advice(kind: str, event: Event) -> str:
     """Exactly-zero norms (most points of the stretch) have causes that merely small ones do not."""
     if kind == "exploding_gradients":
         return "layer_exploding"

@@ -17,20 +17,5 @@ def loss_scale_check(signals: RunSignals) -> list[Event]:
     overflow = None
     if signals.overflow is not None and len(signals.overflow):
         overflow = (signals.overflow.steps, signals.overflow.values)
-    findings = []
-    for problem in analyze_loss_scale(series.steps, series.values, overflow):
-        step = int(series.steps[problem.index])
-        findings.append(
-            Event(
-                kind="loss_scale",
-                severity=problem.severity,
-                step=step,
-                end_step=int(series.steps[problem.end_index]),
-                tag=signals.tag("loss_scale"),
-                message=f"loss_scale.{problem.what}",
-                evidence=dict(problem.evidence, what=problem.what),
-                advice=f"loss_scale.advice.{problem.what}",
-            )
-        )
-    return findings
+    return analyze_loss_scale(series.steps, series.values, overflow, signals.tag("loss_scale"))
 

@@ -16,12 +16,11 @@ import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust_levels import warmup_points
 from tb_health_plugin.analysis.detectors.throughput import (
-    MATERIAL_SHARE,
     rank_loss_departures,
     rank_time_outliers,
     step_time_regression,
 )
-from tb_health_plugin.analysis.event import NOTHING, Event, Phrase
+from tb_health_plugin.analysis.event import Event, Phrase
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.contract import is_samples_axis
 
@@ -48,38 +47,8 @@ def step_time_check(signals: RunSignals) -> list[Event]:
     steps, values, tag, is_time = series
     wall = signals.data.scalars[tag].wall_times if tag in signals.data.scalars else None
     seconds_per_unit = 1 / MS_PER_SECOND if is_time else None
-    slowdown = step_time_regression(values, steps, wall, seconds_per_unit)
-    if slowdown is None:
-        return []
-    step = int(steps[slowdown.index])
-    e = dict(slowdown.evidence)
-    if not is_time:
-        e = {"throughput_before": 1 / e["median_before"], "throughput_after": 1 / e["median_after"], **e}
-    args = {
-        "ratio": slowdown.ratio,
-        "lost_seconds_text": Phrase("throughput.lost_seconds") if "lost_seconds" in e else NOTHING,
-        "slow_seconds_text": Phrase("throughput.slow_seconds") if "slow_seconds" in e else NOTHING,
-        "why": _why_not_alarm(e) if slowdown.severity == "info" else NOTHING,
-        "material_share": MATERIAL_SHARE,
-    }
-    e.update(what="regression")
-    return [
-        Event(
-            kind="throughput",
-            severity=slowdown.severity,
-            step=step,
-            end_step=int(steps[-1]),
-            tag=tag,
-            message="throughput.regression.time" if is_time else "throughput.regression.samples",
-            evidence=e,
-            args=args,
-            advice=None if slowdown.severity == "info" else "throughput.advice.slowdown",
-        )
-    ]
-
-
-def _why_not_alarm(e: dict) -> Phrase:
-    return Phrase("throughput.not_material" if e["lost_share"] < MATERIAL_SHARE else "throughput.not_sustained")
+    slowdown = step_time_regression(values, steps, wall, seconds_per_unit, tag)
+    return [] if slowdown is None else [slowdown]
 
 
 def _median_after_warmup(values: np.ndarray, allow_zero: bool = False) -> float:

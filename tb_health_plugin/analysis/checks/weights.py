@@ -11,11 +11,12 @@ scale, or piling up against the edges of their range).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.histogram_stats import edge_share, histogram_norm
 from tb_health_plugin.analysis.detectors.update_ratio import (
-    WeightEvent,
     drift,
     is_matrix_like,
     large_updates,
@@ -27,12 +28,6 @@ from tb_health_plugin.analysis.event import Event, Phrase
 from tb_health_plugin.analysis.signals import RunSignals
 
 MAX_LISTED = 10
-KIND = {
-    "large_updates": "weight_updates",
-    "stopped": "weight_updates",
-    "drift": "weight_distribution",
-    "saturation": "weight_distribution",
-}
 
 
 def _lr_share(signals: RunSignals, steps: np.ndarray) -> np.ndarray | None:
@@ -46,36 +41,30 @@ def _lr_share(signals: RunSignals, steps: np.ndarray) -> np.ndarray | None:
     return np.abs(lr.values[position]) / peak
 
 
-def _events(signals: RunSignals) -> list[tuple[str, str, np.ndarray, WeightEvent]]:
-    """(param, tag, steps, event) for every weight problem found."""
+def _events(signals: RunSignals) -> list[tuple[str, Event]]:
+    """(param, event) for every weight problem found."""
     found = []
     for param, series in signals.param_update_ratios.items():
         share = _lr_share(signals, series.steps)
-        for event in (large_updates(series.values), stopped_by_ratio(series.values, share)):
-            if event is not None:
-                found.append((param, f"update_ratio/{param}", series.steps, event))
+        steps, tag = series.steps, f"update_ratio/{param}"
+        found += [(param, e) for e in (large_updates(series.values, steps, tag),
+                                       stopped_by_ratio(series.values, share, steps, tag))]
     for param, series in signals.param_weight_norms.items():
+        steps, tag = series.steps, f"weight_norm/{param}"
         if param not in signals.param_update_ratios:
-            event = stopped_by_norm(series.values, _lr_share(signals, series.steps))
-            if event is not None:
-                found.append((param, f"weight_norm/{param}", series.steps, event))
+            found.append((param, stopped_by_norm(series.values, _lr_share(signals, steps), steps, tag)))
         if is_matrix_like(param):
-            event = drift(series.values)
-            if event is not None:
-                found.append((param, f"weight_norm/{param}", series.steps, event))
+            found.append((param, drift(series.values, steps, tag)))
     for param, hist in signals.weight_histograms.items():
+        steps = hist.steps
         tag = signals.roles.histograms.get("weight_histogram", {}).get(param, f"weight/{param}")
         if param not in signals.param_weight_norms:
             norms = np.array([histogram_norm(b) for b in hist.buckets])
             # identical histograms give identical norm estimates: a weight that stopped changing
-            checks = (drift(norms), stopped_by_norm(norms, _lr_share(signals, hist.steps)))
-            for event in checks if is_matrix_like(param) else checks[1:]:
-                if event is not None:
-                    found.append((param, tag, hist.steps, event))
-        event = saturation(np.array([edge_share(b) for b in hist.buckets]))
-        if event is not None:
-            found.append((param, tag, hist.steps, event))
-    return found
+            checks = (drift(norms, steps, tag), stopped_by_norm(norms, _lr_share(signals, steps), steps, tag))
+            found += [(param, e) for e in (checks if is_matrix_like(param) else checks[1:])]
+        found.append((param, saturation(np.array([edge_share(b) for b in hist.buckets]), steps, tag)))
+    return [(param, event) for param, event in found if event is not None]
 
 
 def _names(params: list[str]) -> dict:
@@ -89,37 +78,23 @@ def _names(params: list[str]) -> dict:
 
 def weights_check(signals: RunSignals) -> list[Event]:
     """Update ratios, stopped weights, drift and saturation, one finding per problem type."""
-    grouped: dict[str, list[tuple[str, str, np.ndarray, WeightEvent]]] = {}
-    for item in _events(signals):
-        grouped.setdefault(item[3].what, []).append(item)
+    grouped: dict[str, list[tuple[str, Event]]] = {}
+    for param, event in _events(signals):
+        grouped.setdefault(event.evidence["what"], []).append((param, event))
     findings = []
-    for what, items in grouped.items():
-        items.sort(key=lambda item: int(item[2][item[3].index]))
-        param, tag, steps, event = items[0]
-        params = sorted({item[0] for item in items})
-        step = int(steps[event.index])
+    for items in grouped.values():
+        items.sort(key=lambda item: item[1].step)
+        event = items[0][1]
+        params = sorted({param for param, _ in items})
+        monitored = set(signals.param_update_ratios) | set(signals.param_weight_norms) | set(signals.weight_histograms)
         findings.append(
-            Event(
-                kind=KIND[what],
-                severity="warning",
-                step=step,
-                end_step=int(max(item[2][item[3].end_index] for item in items)),
-                tag=tag,
-                message=f"weights.{what}",
+            replace(
+                event,
+                end_step=max(e.end_step for _, e in items),
                 args=_names(params),
-                advice=f"weights.advice.{what}",
                 evidence=dict(
-                    event.evidence,
-                    what=what,
-                    parameters=params[:MAX_LISTED],
-                    parameter_count=len(params),
-                    monitored=len(
-                        set(signals.param_update_ratios)
-                        | set(signals.param_weight_norms)
-                        | set(signals.weight_histograms)
-                    ),
+                    event.evidence, parameters=params[:MAX_LISTED], parameter_count=len(params), monitored=len(monitored)
                 ),
             )
         )
     return findings
-

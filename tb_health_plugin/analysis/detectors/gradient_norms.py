@@ -38,8 +38,7 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +50,7 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
     sustained_length,
     warmup_points,
 )
+from tb_health_plugin.analysis.event import Event
 
 EXPLODE_DECADES = 2.0
 CRITICAL_EXPLODE_DECADES = 4.0
@@ -63,15 +63,26 @@ MIN_POINTS = 8
 CLIMB_POINTS = 3
 
 
-@dataclass(frozen=True)
-class GradientEvent:
-    """A gradient problem found in one series: `index` is the first point where it is visible."""
+class _Found(NamedTuple):
+    """A problem from point `index` to `end_index` of the series, before `_event` places it at its steps."""
 
     kind: str  # "exploding_gradients" or "vanishing_gradients"
     severity: str
     index: int
     end_index: int
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any]
+
+
+def _event(found: _Found | None, steps: np.ndarray | None, tag: str) -> Event | None:
+    """The event at the logged steps of its points (`steps`; None: the points' indices), with the
+    catalogue ids of a whole-model norm; checks of one layer or of depth replace them."""
+    if found is None:
+        return None
+    at = (lambda i: int(i)) if steps is None else (lambda i: int(steps[i]))
+    direction = "exploding" if found.kind == "exploding_gradients" else "vanishing"
+    return Event(kind=found.kind, severity=found.severity, step=at(found.index), end_step=at(found.end_index),
+                 tag=tag, message=f"gradients.global.{direction}", evidence=found.evidence,
+                 advice=f"gradients.advice.{direction}")
 
 
 def _overflow_as_inf(values: np.ndarray) -> np.ndarray:
@@ -82,20 +93,23 @@ def _overflow_as_inf(values: np.ndarray) -> np.ndarray:
     return logs
 
 
-def exploding(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEvent | None:
+def exploding(
+    values: np.ndarray, loss: np.ndarray | None = None, steps: np.ndarray | None = None, tag: str = ""
+) -> Event | None:
     """Sustained growth of the norm far above its own post-warm-up baseline, or its climb right
     before it turns non-finite (see module doc).
 
-    `loss`, when given, must be aligned with `values` point by point (NaN where missing).
+    `loss`, when given, must be aligned with `values` point by point (NaN where missing);
+    `steps`: the logged step of each point (default: its index); `tag`: the series' tag.
     """
     values = np.asarray(values, dtype=np.float64)
     n = values.size
     if n < MIN_POINTS:
         return None
-    return _sustained_growth(values, loss) or _climb_before_blow_up(values)
+    return _event(_sustained_growth(values, loss) or _climb_before_blow_up(values), steps, tag)
 
 
-def _climb_before_blow_up(values: np.ndarray) -> GradientEvent | None:
+def _climb_before_blow_up(values: np.ndarray) -> _Found | None:
     logs = _overflow_as_inf(values)
     nonfinite = ~np.isfinite(logs)
     if not nonfinite.any():
@@ -111,7 +125,7 @@ def _climb_before_blow_up(values: np.ndarray) -> GradientEvent | None:
     below = np.flatnonzero(logs[before] - start < ONSET_MIN_DECADES)  # the climb: the points after these
     onset = int(before[below[-1] + 1]) if below.size else int(before[0])
     peak = float(np.max(logs[before]))
-    return GradientEvent(
+    return _Found(
         kind="exploding_gradients",
         severity="critical",
         index=onset,
@@ -125,7 +139,7 @@ def _climb_before_blow_up(values: np.ndarray) -> GradientEvent | None:
     )
 
 
-def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> GradientEvent | None:
+def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> _Found | None:
     n = values.size
     logs = _overflow_as_inf(values)
     level = rolling_median(logs, median_window(n), edges="mirror")
@@ -166,7 +180,7 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> GradientEv
     overflowed = bool(np.any(np.isposinf(window)))
     excess_decades = peak - base if np.isfinite(peak) else float(np.nanmax(excess[run[0] : run[1]]))
     severity = "critical" if overflowed or excess_decades >= CRITICAL_EXPLODE_DECADES else "warning"
-    return GradientEvent(
+    return _Found(
         kind="exploding_gradients",
         severity=severity,
         index=onset,
@@ -182,11 +196,18 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> GradientEv
     )
 
 
-def vanishing(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEvent | None:
+def vanishing(
+    values: np.ndarray, loss: np.ndarray | None = None, steps: np.ndarray | None = None, tag: str = ""
+) -> Event | None:
     """A norm under the absolute floor, or collapsing far more than the loss (see module doc).
 
-    `loss`, when given, must be aligned with `values` point by point (NaN where missing).
+    `loss`, when given, must be aligned with `values` point by point (NaN where missing);
+    `steps` and `tag` as for `exploding`.
     """
+    return _event(_vanishing(values, loss), steps, tag)
+
+
+def _vanishing(values: np.ndarray, loss: np.ndarray | None) -> _Found | None:
     values = np.asarray(values, dtype=np.float64)
     n = values.size
     if n < MIN_POINTS:
@@ -201,7 +222,7 @@ def vanishing(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEve
         start, stop = floor_run
         while start - 1 >= 0 and logs[start - 1] <= np.log10(ABSOLUTE_FLOOR):
             start -= 1
-        return GradientEvent(
+        return _Found(
             kind="vanishing_gradients",
             severity="critical",
             index=start,
@@ -227,7 +248,7 @@ def vanishing(values: np.ndarray, loss: np.ndarray | None = None) -> GradientEve
     loss_drop = _loss_drop_decades(loss, peak_index, start, stop)
     if loss_drop is not None and norm_drop - loss_drop < LOSS_EXPLAINS_DECADES:
         return None
-    return GradientEvent(
+    return _Found(
         kind="vanishing_gradients",
         severity="warning",
         index=start,

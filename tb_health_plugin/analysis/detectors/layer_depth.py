@@ -22,7 +22,6 @@ import warnings
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.gradient_norms import GradientEvent
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
@@ -30,6 +29,7 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
     safe_log10,
     sustained_length,
 )
+from tb_health_plugin.analysis.event import Event
 
 DEPTH_DECADES = 3.0
 CRITICAL_DEPTH_DECADES = 6.0
@@ -80,8 +80,10 @@ def layer_norms(
     return depths, common, norms
 
 
-def depth_imbalance(norms: np.ndarray) -> GradientEvent | None:
-    """Early-vs-late layer gradient imbalance over time (see module doc); `norms` is (layers, steps)."""
+def depth_imbalance(norms: np.ndarray, steps: np.ndarray | None = None, tag: str = "") -> Event | None:
+    """Early-vs-late layer gradient imbalance over time (see module doc); `norms` is (layers, steps).
+
+    `steps`: the logged step of each column (default: its index); `tag`: the tag to name."""
     layers, n = norms.shape if norms.ndim == 2 else (0, 0)
     if layers < MIN_LAYERS or n < MIN_POINTS:
         return None
@@ -113,16 +115,22 @@ def depth_imbalance(norms: np.ndarray) -> GradientEvent | None:
         ):
             start -= 1
         decades = float(np.nanmedian(np.abs(gap[start:stop])))
-        return GradientEvent(
+        ratio = 10.0 ** float(np.nanmedian(gap[start:stop]))
+        vanish = kind == "vanishing_gradients"
+        return Event(
             kind=kind,
             severity="critical" if decades >= CRITICAL_DEPTH_DECADES else "warning",
-            index=start,
-            end_index=stop - 1,
+            step=int(start if steps is None else steps[start]),
+            end_step=int(stop - 1 if steps is None else steps[stop - 1]),
+            tag=tag,
+            message="gradients.depth.vanishing" if vanish else "gradients.depth.exploding",
             evidence={
-                "early_to_late_ratio": 10.0 ** float(np.nanmedian(gap[start:stop])),
+                "early_to_late_ratio": ratio,
                 "early_layers": third,
                 "late_layers": third,
                 "layers": layers,
             },
+            args={"smaller_factor": 1 / ratio} if vanish else {},
+            advice="gradients.advice.depth_vanishing" if vanish else "gradients.advice.depth_exploding",
         )
     return None

@@ -36,10 +36,11 @@ A scale that never changes is a static scale (often 1 for bf16) and is not analy
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from tb_health_plugin.analysis.event import Event
 
 OVERFLOW_RATE_WARNING = 0.02
 OVERFLOW_RATE_CRITICAL = 0.2
@@ -52,13 +53,27 @@ MIN_POINTS = 5
 SEARCH_HOLD_STEPS = 100
 
 
-@dataclass(frozen=True)
-class ScaleProblem:
+class _Problem(NamedTuple):
+    """A problem from point `index` to `end_index`, before `_event` places it at its steps."""
+
     what: str  # "overflow_rate", "decline", "collapse", "floor"
     severity: str
     index: int
     end_index: int
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any]
+
+
+def _event(problem: _Problem, steps: np.ndarray, tag: str) -> Event:
+    return Event(
+        kind="loss_scale",
+        severity=problem.severity,
+        step=int(steps[problem.index]),
+        end_step=int(steps[problem.end_index]),
+        tag=tag,
+        message=f"loss_scale.{problem.what}",
+        evidence=dict(problem.evidence, what=problem.what),
+        advice=f"loss_scale.advice.{problem.what}",
+    )
 
 
 def calibration_end(log_scale: np.ndarray) -> int:
@@ -68,14 +83,19 @@ def calibration_end(log_scale: np.ndarray) -> int:
 
 
 def analyze_loss_scale(
-    steps: np.ndarray, scale: np.ndarray, overflow: tuple[np.ndarray, np.ndarray] | None = None
-) -> list[ScaleProblem]:
-    """Problems of one loss-scale series (see module doc).
+    steps: np.ndarray, scale: np.ndarray, overflow: tuple[np.ndarray, np.ndarray] | None = None, tag: str = ""
+) -> list[Event]:
+    """Problems of one loss-scale series (see module doc), `evidence["what"]` naming each.
 
     `overflow`: (steps, 0/1 flags) when the run logs its overflow flag (a per-step sample is
     enough: the rate is the share of flagged points); None to estimate from the halvings.
+    `tag`: the series' tag.
     """
     steps = np.asarray(steps, dtype=np.int64)
+    return [_event(problem, steps, tag) for problem in _problems(steps, scale, overflow)]
+
+
+def _problems(steps: np.ndarray, scale: np.ndarray, overflow: tuple[np.ndarray, np.ndarray] | None) -> list[_Problem]:
     scale = np.asarray(scale, dtype=np.float64)
     ok = np.isfinite(scale) & (scale > 0)
     collapsed_to_zero = bool(np.any(np.isfinite(scale) & (scale <= 0)))
@@ -84,7 +104,7 @@ def analyze_loss_scale(
     log_scale = np.full(scale.shape, np.nan)
     log_scale[ok] = np.log2(scale[ok])
     log_scale = _forward_fill(log_scale)
-    problems: list[ScaleProblem] = []
+    problems: list[_Problem] = []
     # overflows are counted after the search (its halvings are what every dynamic scaler does):
     # from the first regrowth, or without one from the first hold of the scale
     calib = calibration_end(log_scale)
@@ -92,7 +112,7 @@ def analyze_loss_scale(
     overflows, rate, first_overflow = _overflow_rate(steps, log_scale, counted_from, overflow)
     if overflows >= MIN_OVERFLOWS and rate >= OVERFLOW_RATE_WARNING and first_overflow is not None:
         problems.append(
-            ScaleProblem(
+            _Problem(
                 "overflow_rate",
                 "critical" if rate >= OVERFLOW_RATE_CRITICAL else "warning",
                 min(first_overflow, scale.size - 1),
@@ -105,7 +125,7 @@ def analyze_loss_scale(
     if collapsed_to_zero or (at_min.any() and top > np.log2(MIN_SCALE)):
         index = int(np.argmax(~ok)) if collapsed_to_zero else int(np.argmax(at_min))
         problems.append(
-            ScaleProblem(
+            _Problem(
                 "collapse",
                 "critical",
                 index,
@@ -139,7 +159,7 @@ def search_end(steps: np.ndarray, log_scale: np.ndarray) -> int:
     return min(end, calib)
 
 
-def _stuck_at_floor(steps, log_scale, counted_from, overflow) -> ScaleProblem | None:
+def _stuck_at_floor(steps, log_scale, counted_from, overflow) -> _Problem | None:
     """Overflows keep coming at the lowest level after the search and the scale does not go lower."""
     low = float(np.min(log_scale[counted_from:]))
     if low <= np.log2(MIN_SCALE):
@@ -152,7 +172,7 @@ def _stuck_at_floor(steps, log_scale, counted_from, overflow) -> ScaleProblem | 
     if overflows < MIN_OVERFLOWS or overflows < OVERFLOW_RATE_WARNING * points:
         return None
     first = int(positions[np.argmax(at_floor & (flags > 0))])
-    return ScaleProblem(
+    return _Problem(
         "floor",
         "warning",
         first,
@@ -200,7 +220,7 @@ def _forward_sums(values: np.ndarray, width: int) -> np.ndarray:
     return cumulative[ends] - cumulative[: values.size]
 
 
-def _steady_decline(steps, log_scale, counted_from) -> ScaleProblem | None:
+def _steady_decline(steps, log_scale, counted_from) -> _Problem | None:
     grows = np.flatnonzero(np.diff(log_scale) > 0)
     last_growth = max(int(grows[-1]) + 1 if grows.size else 0, counted_from)
     tail = log_scale[last_growth:]
@@ -215,7 +235,7 @@ def _steady_decline(steps, log_scale, counted_from) -> ScaleProblem | None:
     run_span = max(1, int(steps[-1] - steps[0]))
     if (steps[last] - steps[first]) < DECLINE_MIN_SHARE * run_span:
         return None
-    return ScaleProblem(
+    return _Problem(
         "decline",
         "warning",
         first,

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from tb_health_plugin.analysis.event import Event, Phrase
+
 RISE_TOLERANCE = 0.02  # relative increase over the lowest rate since the peak; fp32 noise is 1e-7
 RESET_PEAK_SHARE = 0.9  # a rise back to 90% of the peak is a restart of the schedule
 ZERO_SHARE_OF_PEAK = 1e-6
@@ -64,7 +66,9 @@ TROUGH_BAND = 0.1
 
 
 @dataclass(frozen=True)
-class LrProblem:
+class _Problem:
+    """A fault from point `index` to `end_index` of the finite rates, before `analyze_lr` places it."""
+
     what: str  # "reset", "jump", "zero", "early_floor", "nonfinite"
     severity: str
     index: int
@@ -73,12 +77,14 @@ class LrProblem:
 
 
 @dataclass(frozen=True)
-class LrAnalysis:
+class _Fit:
+    """The fitted schedule and its faults, before `analyze_lr` turns them into events."""
+
     shape: str  # "constant", "linear", "cosine", "step", "wsd", "exponential", "inverse_sqrt", "cyclic"
     warmup_end_index: int
     peak: float
     floor: float
-    problems: list[LrProblem] = field(default_factory=list)
+    problems: list[_Problem] = field(default_factory=list)
 
 
 def warmup_end(lr: np.ndarray) -> int:
@@ -122,9 +128,55 @@ def _near_resume(steps: np.ndarray, index: int, resume_steps: np.ndarray) -> boo
     return bool(np.any((resume_steps >= lo) & (resume_steps <= hi)))
 
 
-def analyze_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = ()) -> LrAnalysis | None:
-    """Fit and check one learning-rate series (see module doc); `resume_steps` are logged resumes."""
+def analyze_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = (), tag: str = "") -> list[Event]:
+    """Fit and check one learning-rate series (see module doc); `resume_steps` are logged resumes.
+
+    The first event (`info`) names the fitted shape (`evidence["schedule"]`); the faults follow,
+    `evidence["what"]` naming each. No events when there are too few finite rates to fit."""
     steps = np.asarray(steps, dtype=np.int64)
+    fit = _fit(steps, lr, resume_steps)
+    if fit is None:
+        return []
+    finite = steps[np.isfinite(np.asarray(lr, dtype=np.float64))]
+    shape = Phrase(f"lr_schedule.name.{fit.shape}")
+    events = [
+        Event(
+            kind="lr_schedule",
+            severity="info",
+            step=int(finite[0]),
+            end_step=int(finite[-1]),
+            tag=tag,
+            message="lr_schedule.shape.warmup" if fit.warmup_end_index > 0 else "lr_schedule.shape",
+            args={"shape": shape},
+            evidence={
+                "schedule": fit.shape,
+                "warmup_end_step": int(finite[fit.warmup_end_index]),
+                "peak_lr": fit.peak,
+                "floor_lr": fit.floor,
+            },
+        )
+    ]
+    for problem in fit.problems:
+        message = f"lr_schedule.{problem.what}"
+        if problem.what == "reset":
+            message += ".after_resume" if problem.evidence["after_resume"] else ".outside_warmup"
+        events.append(
+            Event(
+                kind="lr_schedule",
+                severity=problem.severity,
+                step=int(problem.evidence.get("first_nonfinite_step", finite[problem.index])),
+                end_step=int(finite[problem.end_index]),
+                tag=tag,
+                message=message,
+                evidence=dict(problem.evidence, what=problem.what, schedule=fit.shape),
+                args={"shape": shape},
+                advice=f"lr_schedule.advice.{problem.what}",
+            )
+        )
+    return events
+
+
+def _fit(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int]) -> _Fit | None:
     lr = np.asarray(lr, dtype=np.float64)
     ok = np.isfinite(lr)
     nonfinite = _nonfinite_problem(steps, ok)
@@ -137,13 +189,13 @@ def analyze_lr(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int] = 
     return analysis
 
 
-def _nonfinite_problem(steps: np.ndarray, ok: np.ndarray) -> LrProblem | None:
+def _nonfinite_problem(steps: np.ndarray, ok: np.ndarray) -> _Problem | None:
     """The non-finite rates; `index` is the finite point at or after the first of them."""
     if ok.all():
         return None
     first = int(np.argmax(~ok))
     last_finite = max(int(ok.sum()) - 1, 0)
-    return LrProblem(
+    return _Problem(
         "nonfinite",
         "critical",
         min(int(ok[:first].sum()), last_finite),
@@ -152,15 +204,15 @@ def _nonfinite_problem(steps: np.ndarray, ok: np.ndarray) -> LrProblem | None:
     )
 
 
-def _analyse_finite(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int]) -> LrAnalysis:
+def _analyse_finite(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[int]) -> _Fit:
     resumes = np.asarray(list(resume_steps), dtype=np.int64)
     peak = float(lr.max())
     if peak <= 0:
-        return LrAnalysis(
-            "constant", 0, peak, peak, [LrProblem("zero", "critical", 0, lr.size - 1, {"lr": peak})]
+        return _Fit(
+            "constant", 0, peak, peak, [_Problem("zero", "critical", 0, lr.size - 1, {"lr": peak})]
         )
     warm = warmup_end(lr)
-    problems: list[LrProblem] = []
+    problems: list[_Problem] = []
     flat_jump = _jump_after_flat(lr, warm)
     if flat_jump is not None:
         problems.append(flat_jump)
@@ -181,7 +233,7 @@ def _analyse_finite(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[in
             restart = (first, last, low) in restarts
             resumed = _near_resume(steps, first, resumes)
             problems.append(
-                LrProblem(
+                _Problem(
                     "reset" if restart else "jump",
                     "warning",
                     first,
@@ -203,10 +255,10 @@ def _analyse_finite(steps: np.ndarray, lr: np.ndarray, resume_steps: Iterable[in
         early = _early_floor(steps, lr, warm, segment_end, peak, floor, shape)
         if early is not None:
             problems.append(early)
-    return LrAnalysis(shape, warm, peak, floor, problems)
+    return _Fit(shape, warm, peak, floor, problems)
 
 
-def _jump_after_flat(lr: np.ndarray, warm: int) -> LrProblem | None:
+def _jump_after_flat(lr: np.ndarray, warm: int) -> _Problem | None:
     """A rise of `FLAT_JUMP_FACTOR` or more in one logged step after the rate sat still for
     `FLAT_MIN_SHARE` of the run: a warm-up ramps, it does not wait and then leap."""
     min_flat = max(3, int(np.ceil(FLAT_MIN_SHARE * lr.size)))
@@ -215,7 +267,7 @@ def _jump_after_flat(lr: np.ndarray, warm: int) -> LrProblem | None:
     for j in leaps[leaps >= min_flat]:
         before = lr[j - min_flat : j]
         if np.ptp(before) <= 1e-6 * abs(before[-1]):
-            return LrProblem(
+            return _Problem(
                 "jump",
                 "warning",
                 j,
@@ -267,7 +319,7 @@ def _regular_lengths(lengths: np.ndarray, interval: float) -> bool:
     return factor >= 1 - PERIOD_TOLERANCE and bool(np.all(np.abs(lengths[1:] - expected) <= slack))
 
 
-def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[LrProblem]:
+def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[_Problem]:
     zero = lr <= ZERO_SHARE_OF_PEAK * peak
     zero[: warm + 1] = False
     post = lr.size - warm
@@ -278,7 +330,7 @@ def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[LrProblem]:
     if first >= tail_start or zero.sum() < max(2, ZERO_MIN_SHARE * post):
         return []
     return [
-        LrProblem(
+        _Problem(
             "zero",
             "critical",
             first,
@@ -288,7 +340,7 @@ def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[LrProblem]:
     ]
 
 
-def _early_floor(steps, lr, warm, end, peak, floor, shape) -> LrProblem | None:
+def _early_floor(steps, lr, warm, end, peak, floor, shape) -> _Problem | None:
     if floor <= 0 or peak / floor < MIN_DECAY_RATIO or end - warm < MIN_POINTS:
         return None
     band = floor + FLOOR_BAND * (peak - floor)
@@ -303,7 +355,7 @@ def _early_floor(steps, lr, warm, end, peak, floor, shape) -> LrProblem | None:
     limit = STEP_EARLY_FLOOR_SHARE if shape == "step" else EARLY_FLOOR_SHARE
     if span <= 0 or held / span <= limit:
         return None
-    return LrProblem(
+    return _Problem(
         "early_floor",
         "warning",
         first,

@@ -49,9 +49,6 @@ logged steps is compared, which names a straggler only where ranks do not wait f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 from scipy.stats import mannwhitneyu
 
@@ -62,6 +59,7 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
     sustained_length,
     warmup_points,
 )
+from tb_health_plugin.analysis.event import NOTHING, Event, Phrase
 
 SLOWDOWN_WARNING = 1.25
 MATERIAL_SHARE = 0.05
@@ -78,26 +76,20 @@ RANK_LOSS_DEVIATION = 0.1
 RANK_LOSS_SPREADS = 5.0
 
 
-@dataclass(frozen=True)
-class Slowdown:
-    index: int  # first point of the slow segment (an index into the input arrays)
-    ratio: float
-    severity: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-
 def step_time_regression(
     step_time: np.ndarray,
     steps: np.ndarray | None = None,
     wall_time: np.ndarray | None = None,
     seconds_per_unit: float | None = None,
-) -> Slowdown | None:
+    tag: str = "",
+) -> Event | None:
     """The best change point of a step-time series when it is a significant slowdown, weighed by
-    its cost (see module doc).
+    its cost (see module doc): from the first slow point to the last point.
 
     `steps`: the logged step of each point (each point stands for the steps since the previous
-    one; default: one step each). `seconds_per_unit`: seconds per step of a value of 1 (1e-3 for
-    milliseconds), None when the values are not step times in known units (time per sample);
+    one; default: one step each, the points' indices). `seconds_per_unit`: seconds per step of a
+    value of 1 (1e-3 for milliseconds), None when the values are not step times in known units
+    but time per sample (the inverse of a throughput, also given as throughputs in the evidence);
     `wall_time`: the points' wall-clock times, used for the duration when the units are unknown.
     """
     values = np.asarray(step_time, dtype=np.float64)
@@ -139,7 +131,38 @@ def step_time_regression(
             evidence["lost_seconds"] = cost["lost_units"] * seconds_per_unit
     if gradual:
         evidence["gradual"] = True
-    return Slowdown(index=int(valid[onset]), ratio=ratio, severity=severity, evidence=evidence)
+    return _slowdown_event(int(valid[onset]), values.size - 1, ratio, severity, evidence, steps,
+                           seconds_per_unit is not None, tag)
+
+
+def _slowdown_event(index: int, last: int, ratio: float, severity: str, evidence: dict,
+                    steps: np.ndarray | None, is_time: bool, tag: str) -> Event:
+    """The slowdown from point `index` to point `last` at their logged steps (None: the indices).
+    A slowdown that is not an alarm says why in its message (`why`)."""
+    at = (lambda i: int(i)) if steps is None else (lambda i: int(steps[i]))
+    if not is_time:
+        evidence = {"throughput_before": 1 / evidence["median_before"],
+                    "throughput_after": 1 / evidence["median_after"], **evidence}
+    not_material = evidence["lost_share"] < MATERIAL_SHARE
+    args = {
+        "ratio": ratio,
+        "lost_seconds_text": Phrase("throughput.lost_seconds") if "lost_seconds" in evidence else NOTHING,
+        "slow_seconds_text": Phrase("throughput.slow_seconds") if "slow_seconds" in evidence else NOTHING,
+        "why": NOTHING if severity != "info" else Phrase(
+            "throughput.not_material" if not_material else "throughput.not_sustained"),
+        "material_share": MATERIAL_SHARE,
+    }
+    return Event(
+        kind="throughput",
+        severity=severity,
+        step=at(index),
+        end_step=at(last),
+        tag=tag,
+        message="throughput.regression.time" if is_time else "throughput.regression.samples",
+        evidence=dict(evidence, what="regression"),
+        args=args,
+        advice=None if severity == "info" else "throughput.advice.slowdown",
+    )
 
 
 def _change_point(logs: np.ndarray, min_points: int) -> tuple[int, float, float, float, bool] | None:

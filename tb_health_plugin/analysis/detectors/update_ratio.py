@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
     sustained_length,
     warmup_points,
 )
+from tb_health_plugin.analysis.event import Event
 
 LARGE_UPDATE_RATIO = 0.1
 FROZEN_UPDATE_RATIO = 1e-8
@@ -52,12 +52,27 @@ MIN_POINTS = 5
 _NOT_A_MATRIX = re.compile(r"(bias|beta|gamma|norm|ln_|layernorm|\.ln\d*\.|scale)", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class WeightEvent:
-    what: str  # "large_updates", "stopped", "drift", "saturation"
-    index: int
-    end_index: int
-    evidence: dict[str, Any] = field(default_factory=dict)
+KIND = {
+    "large_updates": "weight_updates",
+    "stopped": "weight_updates",
+    "drift": "weight_distribution",
+    "saturation": "weight_distribution",
+}
+
+
+def _event(steps: np.ndarray | None, tag: str, what: str, index: int, end_index: int, evidence: dict[str, Any]) -> Event:
+    """The problem `what` from point `index` to `end_index`, at the logged steps of those points
+    (`steps`; None: the points' indices); `evidence["what"]` names it."""
+    return Event(
+        kind=KIND[what],
+        severity="warning",
+        step=int(index if steps is None else steps[index]),
+        end_step=int(end_index if steps is None else steps[end_index]),
+        tag=tag,
+        message=f"weights.{what}",
+        evidence=dict(evidence, what=what),
+        advice=f"weights.advice.{what}",
+    )
 
 
 def is_matrix_like(param: str) -> bool:
@@ -65,7 +80,11 @@ def is_matrix_like(param: str) -> bool:
     return not _NOT_A_MATRIX.search(param)
 
 
-def large_updates(ratios: np.ndarray) -> WeightEvent | None:
+def large_updates(ratios: np.ndarray, steps: np.ndarray | None = None, tag: str = "") -> Event | None:
+    """Update ratios sustained at `LARGE_UPDATE_RATIO` or above after warm-up (see module doc).
+
+    In every detector here `steps` are the logged steps of the points (default: their indices)
+    and `tag` the series' tag."""
     ratios = np.asarray(ratios, dtype=np.float64)
     n = ratios.size
     if n < MIN_POINTS:
@@ -76,29 +95,33 @@ def large_updates(ratios: np.ndarray) -> WeightEvent | None:
     if run is None:
         return None
     start, stop = run[0] + warm, run[1] + warm
-    return WeightEvent(
-        "large_updates", start, stop - 1, {"median_update_ratio": float(np.nanmedian(ratios[start:stop]))}
+    return _event(
+        steps, tag, "large_updates", start, stop - 1, {"median_update_ratio": float(np.nanmedian(ratios[start:stop]))}
     )
 
 
-def stopped_by_ratio(ratios: np.ndarray, lr_share: np.ndarray | None = None) -> WeightEvent | None:
+def stopped_by_ratio(
+    ratios: np.ndarray, lr_share: np.ndarray | None = None, steps: np.ndarray | None = None, tag: str = ""
+) -> Event | None:
     """`lr_share`: the learning rate over its peak at the same points (None when not logged)."""
     ratios = np.asarray(ratios, dtype=np.float64)
     still = ratios <= FROZEN_UPDATE_RATIO
-    return _stopped(still, ratios > FROZEN_UPDATE_RATIO, lr_share, {"update_ratio": ratios})
+    return _stopped(still, ratios > FROZEN_UPDATE_RATIO, lr_share, {"update_ratio": ratios}, steps, tag)
 
 
-def stopped_by_norm(norms: np.ndarray, lr_share: np.ndarray | None = None) -> WeightEvent | None:
+def stopped_by_norm(
+    norms: np.ndarray, lr_share: np.ndarray | None = None, steps: np.ndarray | None = None, tag: str = ""
+) -> Event | None:
     norms = np.asarray(norms, dtype=np.float64)
     if norms.size < MIN_POINTS:
         return None
     change = np.abs(np.diff(norms)) / np.maximum(np.abs(norms[:-1]), 1e-30)
     still = np.concatenate(([False], change <= FROZEN_NORM_CHANGE))
     moving = np.concatenate(([False], change > FROZEN_NORM_CHANGE))
-    return _stopped(still, moving, lr_share, {})
+    return _stopped(still, moving, lr_share, {}, steps, tag)
 
 
-def _stopped(still, moving, lr_share, extra) -> WeightEvent | None:
+def _stopped(still, moving, lr_share, extra, steps, tag) -> Event | None:
     n = still.size
     if n < MIN_POINTS or not moving.any():
         return None
@@ -115,10 +138,10 @@ def _stopped(still, moving, lr_share, extra) -> WeightEvent | None:
         if not before >= MOVING_UPDATE_RATIO:  # it never clearly moved (e.g. behind vanishing gradients)
             return None
         evidence["update_ratio_before"] = before
-    return WeightEvent("stopped", start, stop - 1, evidence)
+    return _event(steps, tag, "stopped", start, stop - 1, evidence)
 
 
-def drift(norms: np.ndarray) -> WeightEvent | None:
+def drift(norms: np.ndarray, steps: np.ndarray | None = None, tag: str = "") -> Event | None:
     norms = np.asarray(norms, dtype=np.float64)
     n = norms.size
     if n < MIN_POINTS:
@@ -133,7 +156,9 @@ def drift(norms: np.ndarray) -> WeightEvent | None:
         return None
     start, stop = run[0] + warm, run[1] + warm
     factor = 10.0 ** float(np.nanmedian(level[start:stop]) - base)
-    return WeightEvent(
+    return _event(
+        steps,
+        tag,
         "drift",
         start,
         stop - 1,
@@ -141,7 +166,7 @@ def drift(norms: np.ndarray) -> WeightEvent | None:
     )
 
 
-def saturation(edge_shares: np.ndarray) -> WeightEvent | None:
+def saturation(edge_shares: np.ndarray, steps: np.ndarray | None = None, tag: str = "") -> Event | None:
     shares = np.asarray(edge_shares, dtype=np.float64)
     n = shares.size
     if n < MIN_POINTS:
@@ -154,7 +179,9 @@ def saturation(edge_shares: np.ndarray) -> WeightEvent | None:
     if run is None:
         return None
     start, stop = run
-    return WeightEvent(
+    return _event(
+        steps,
+        tag,
         "saturation",
         start,
         stop - 1,
