@@ -1,10 +1,11 @@
-"""The one `rolling_median` reproduces the two it replaced, each under its named edge rule.
+"""The one `rolling_median` reproduces the three it replaced, each under its named edge rule.
 
 The loss detectors used a median whose ends continue the trend (`robust.rolling_median`), the
-level detectors one with mirrored ends and NaN filling (`robust_levels.rolling_median`). Both
-former functions are kept below verbatim as oracles; random series (with NaN and inf for the
-level case, finite ones for the loss case, whose callers drop non-finite points first) must give
-bit-identical outputs.
+level detectors one with mirrored ends and NaN filling (`robust_levels.rolling_median`), the
+spike detector's noise scale one with mirrored ends and a window no longer than the series
+(`robust.rolling_level`). The former functions are kept below verbatim as oracles; random
+series (with NaN and inf for the level case, finite ones for the loss and noise cases, whose
+callers drop non-finite points first) must give bit-identical outputs.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def former_level_median(values: np.ndarray, width: int) -> np.ndarray:
     return ndimage.median_filter(filled, size=width, mode="mirror")
 
 
+def former_noise_level(x: np.ndarray, window: int) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
+    return ndimage.median_filter(x, size=min(odd_window(window), odd_window(x.size, 1)), mode="mirror")
+
+
 def random_series(rng: np.random.Generator, n: int, nonfinite: bool) -> np.ndarray:
     shape = rng.choice(["noise", "slope", "steps", "heavy"])
     x = np.arange(n, dtype=np.float64)
@@ -92,6 +99,26 @@ def test_mirror_edges_give_the_former_level_median(seed):
         width = min(int(rng.integers(1, 12)) * 2 + 1, 2 * n - 1)
         values = random_series(rng, n, nonfinite=True)
         np.testing.assert_array_equal(rolling_median(values, width, edges="mirror"), former_level_median(values, width))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mirror_within_edges_give_the_former_noise_level(seed):
+    # its caller passes |residual| of finite log losses: finite, non-negative, any length, and a
+    # window (8 trend windows) that is often longer than the run
+    rng = np.random.default_rng(2000 + seed)
+    for _ in range(50):
+        n = int(rng.integers(0, 400))
+        window = int(rng.integers(1, 600))
+        values = np.abs(random_series(rng, n, nonfinite=False))
+        np.testing.assert_array_equal(
+            rolling_median(values, window, edges="mirror_within"), former_noise_level(values, window)
+        )
+
+
+def test_mirror_within_differs_from_mirror_on_a_series_shorter_than_the_window():
+    values = np.r_[np.zeros(10), np.ones(20)]
+    assert not np.array_equal(rolling_median(values, 41, edges="mirror_within"),
+                              rolling_median(values, 41, edges="mirror"))
 
 
 def test_mirror_edges_stay_within_the_values_for_any_width():

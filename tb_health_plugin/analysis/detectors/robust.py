@@ -43,14 +43,7 @@ def odd_window(points: int, minimum: int = 3) -> int:
     return points if points % 2 else points + 1
 
 
-def rolling_level(x: np.ndarray, window: int) -> np.ndarray:
-    """Centred running median with mirrored edges, for levels such as |residual|."""
-    if x.size == 0:
-        return x.copy()
-    return ndimage.median_filter(x, size=min(odd_window(window), odd_window(x.size, 1)), mode="mirror")
-
-
-EdgeRule = Literal["mirror", "trend"]
+EdgeRule = Literal["mirror", "mirror_within", "trend"]
 
 
 def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.ndarray:
@@ -63,6 +56,11 @@ def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.nda
     - "mirror": the series is reflected about its end points (scipy's `mirror` mode), `width`
       at most twice the series' length less one. For levels that hover around a value (log gradient norms, update
       ratios, step times): an end point is judged among its real neighbours.
+    - "mirror_within": reflected as "mirror", with the window of "trend" (odd, at least 3, at
+      most the series' length): a series shorter than the window is judged on a window of its
+      own length, so each end's level comes from its own half. For a local noise scale (the
+      running median of |residual| in the spike detector), whose window is far longer than a
+      short run.
     - "trend": point reflection through the median of the last (first) few points, which
       continues a linear trend past the end, with `width` made odd (at least 3) and at most the
       series' length. For a sloped curve such as a falling loss, where repeating or mirroring
@@ -78,9 +76,11 @@ def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.nda
     if edges == "mirror":
         # at most one reflection: past that, scipy's mirror mode reads memory outside the array
         return ndimage.median_filter(filled, size=min(width, 2 * filled.size - 1), mode="mirror")
+    if edges == "mirror_within":
+        return ndimage.median_filter(filled, size=min(odd_window(width), odd_window(filled.size, 1)), mode="mirror")
     if edges == "trend":
         return _trend_continued_median(filled, width)
-    raise ValueError(f"edges must be 'mirror' or 'trend', got {edges!r}")
+    raise ValueError(f"edges must be 'mirror', 'mirror_within' or 'trend', got {edges!r}")
 
 
 def _trend_continued_median(y: np.ndarray, window: int) -> np.ndarray:

@@ -93,7 +93,6 @@ from tb_health_plugin.analysis.detectors.robust import (
     fit_noise_tail,
     log_loss,
     mad,
-    rolling_level,
     rolling_median,
 )
 from tb_health_plugin.analysis.detectors.schedule import Schedule
@@ -146,7 +145,7 @@ def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = 
     global_mad = float(np.median(settled)) if settled.size else float(np.median(absolute))
     if excluded.any():
         absolute = np.where(excluded, global_mad, absolute)
-    local_mad = rolling_level(absolute, NOISE_WINDOW)
+    local_mad = rolling_median(absolute, NOISE_WINDOW, edges="mirror_within")
     scale = np.maximum(local_mad, max(0.5 * global_mad, TINY_LOG_SCALE))
     return trend, residual / scale
 
