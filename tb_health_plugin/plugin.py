@@ -12,7 +12,6 @@ logdir itself rather than TensorBoard's multiplexer, which is `None` under the R
 from __future__ import annotations
 
 import json
-import math
 import mimetypes
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from tb_health_plugin.analysis.findings import json_safe
 from tb_health_plugin.analysis.render import kind_labels
 from tb_health_plugin.contract import x_axis_of
 from tb_health_plugin.i18n import LANGUAGES
@@ -53,17 +53,7 @@ def json_body(payload: Any) -> str:
     try:
         return json.dumps(payload, allow_nan=False, separators=(",", ":"))
     except ValueError:
-        return json.dumps(_finite_or_none(payload), allow_nan=False, separators=(",", ":"))
-
-
-def _finite_or_none(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite_or_none(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite_or_none(item) for item in value]
-    return value
+        return json.dumps(json_safe(payload, nonfinite_as_null=True), allow_nan=False, separators=(",", ":"))
 
 
 def _json(request, payload: Any):

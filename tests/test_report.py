@@ -109,3 +109,20 @@ def test_the_tab_offers_the_report_of_the_runs_on_screen(logdir):
     assert "run=exp%2Frank_0" in href and "lang=en" in href
     assert disposition.startswith("attachment") and html.startswith("<!doctype html>")
     assert "divergence" in html and "evil" not in html
+
+
+def test_the_report_takes_one_snapshot_of_each_run(logdir, tmp_path, monkeypatch):
+    """The analysis and the charts come from the same snapshot of each run, taken once."""
+    from tb_health_plugin.commands.report import write_report
+    from tb_health_plugin.readers import LogdirReader
+
+    taken: list[str] = []
+    original = LogdirReader.run
+
+    def counted(self, name):
+        taken.append(name)
+        return original(self, name)
+
+    monkeypatch.setattr(LogdirReader, "run", counted)
+    text = write_report(str(logdir), "md", "en")
+    assert text and sorted(taken) == sorted(set(taken)) and len(taken) == 2

@@ -16,20 +16,23 @@ from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.contract import SEVERITY_RANK, worst_status
 
 
-def json_safe(value: Any) -> Any:
-    """Convert numpy scalars/arrays to Python and non-finite floats to strings ("nan", "inf")."""
+def json_safe(value: Any, nonfinite_as_null: bool = False) -> Any:
+    """Convert numpy scalars/arrays to Python and non-finite floats to strings ("nan", "inf"),
+    or to None with `nonfinite_as_null` (chart data, where a missing value is a gap)."""
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v, nonfinite_as_null) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, nonfinite_as_null) for v in value]
     if isinstance(value, np.ndarray):
-        return [json_safe(v) for v in value.tolist()]
+        return [json_safe(v, nonfinite_as_null) for v in value.tolist()]
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating, float)):
         f = float(value)
         if math.isfinite(f):
             return f
+        if nonfinite_as_null:
+            return None
         return "nan" if math.isnan(f) else ("inf" if f > 0 else "-inf")
     if isinstance(value, np.bool_):
         return bool(value)

@@ -78,6 +78,7 @@ def write_report(logdir: str, output_format: str, lang: str, runs: list[str] | N
     names = reader.run_names()
     if not names:
         return None
-    analysed = logdir_report(logdir, analyze_runs([reader.run(name) for name in names], overrides, lang=lang), lang)
-    document = build_report(logdir, reader, analysed, lang, runs)
+    snapshots = {name: reader.run(name) for name in names}  # one snapshot a run, analysed and charted
+    analysed = logdir_report(logdir, analyze_runs(list(snapshots.values()), overrides, lang=lang), lang)
+    document = build_report(logdir, reader, analysed, lang, runs, snapshots)
     return render_html(document) if output_format == "html" else render_markdown(document)

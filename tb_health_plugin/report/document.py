@@ -53,8 +53,11 @@ class HealthReport:
 
 
 def build_report(logdir: str, reader, report: dict[str, Any], lang: str = "en",
-                 runs: list[str] | None = None) -> HealthReport:
-    """The report of `runs` (all when None) from a refreshed `LogdirReader` and its analysis."""
+                 runs: list[str] | None = None, snapshots: dict[str, Any] | None = None) -> HealthReport:
+    """The report of `runs` (all when None) from a refreshed `LogdirReader` and its analysis.
+
+    `snapshots`: the runs' data the analysis was made from (name -> `RunData`), so the charts
+    show the same points; taken from the reader when not given."""
     document = HealthReport(
         logdir=logdir, version=__version__, lang=lang,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -65,7 +68,7 @@ def build_report(logdir: str, reader, report: dict[str, Any], lang: str = "en",
         analysed = by_name.get(name)
         if analysed is None:
             continue
-        data = reader.run(name)
+        data = snapshots[name] if snapshots is not None and name in snapshots else reader.run(name)
         document.runs.append(RunEntry(
             name=name, status=analysed["status"], steps=analysed.get("steps"),
             findings=[FindingEntry(f, _chart(data, f)) for f in _ordered(analysed["findings"])],
