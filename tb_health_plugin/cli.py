@@ -15,6 +15,7 @@ import os
 import sys
 
 from tb_health_plugin.commands.messages import say
+from tb_health_plugin.i18n import default_language, text
 
 # Subcommand modules, each with `register(subparsers)` that sets `func(args) -> int`.
 COMMAND_MODULES = ("check", "report", "watch", "convert")
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     prog = f"tb-health {args.command}"
+    lang = getattr(args, "lang", None) or default_language()
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
@@ -57,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        say(prog, "interrupted")
+        say(prog, text("cli.interrupted", lang))
         return EXIT_INTERRUPTED
     except OSError as error:
-        where = f"{error.filename}: " if error.filename else "cannot write the output: "
+        where = f"{error.filename}: " if error.filename else text("cli.cannot_write", lang)
         say(prog, f"{where}{error.strerror or error}")
         _discard_stdout()
         return EXIT_ERROR

@@ -8,6 +8,7 @@ arrays, cheap to slice and to hand to the detectors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,8 @@ class ReadNote:
     skipped, several writers told apart). The report shows each as an `info` finding."""
 
     kind: str  # "damaged_records", "multiple_writers"
-    message: str
+    message: str  # in English, for the logs; the report writes `note.<kind>` of the catalogue from `args`
+    args: dict[str, Any] = field(default_factory=dict, compare=False)  # a list: one clause an item
 
 
 @dataclass

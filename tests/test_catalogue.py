@@ -19,6 +19,9 @@ from tb_health_plugin.run_data import RunData, ScalarSeries
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 SHARED = ("join.", "sentence", "note", "kind.", "cause.")  # used by the renderer and the engine
+# the words around the findings: the CLI's text report and its lines on stderr, the readers' lines,
+# `tb-health report`'s headings and the alerts'
+FRAME = ("cli.", "reader.", "report.", "alert.", "status.", "severity.", "list_separator")
 
 
 def placeholders(template: str) -> set[str]:
@@ -53,12 +56,13 @@ def test_both_languages_have_the_same_ids_with_the_same_placeholders():
         assert placeholders(template) == placeholders(chinese[message_id]), message_id
     # every Chinese entry is Chinese, but for those that are only placeholders or a symbol
     not_chinese = {message_id for message_id, template in chinese.items() if not HAN.search(template)}
-    assert not_chinese == {"note", "join.advice", "sentence", "weights.names", "kind.nonfinite"}
+    assert not_chinese == {"note", "join.advice", "sentence", "weights.names", "kind.nonfinite", "list_separator",
+                           "note.multiple_writers.writers.separator"}
 
 
 def test_every_catalogue_entry_belongs_to_a_kind_or_to_the_renderer():
     declared = set().union(*(declared_ids(kind) for kind in registry()))
-    unused = [i for i in messages("en") if i not in declared and not i.startswith(SHARED)]
+    unused = [i for i in messages("en") if i not in declared and not i.startswith(SHARED + FRAME)]
     assert unused == []
 
 
@@ -183,3 +187,20 @@ def test_the_tab_learns_every_kind_and_its_name_from_the_catalogue():
         labels = kind_labels(lang)
         assert set(KINDS) <= set(labels) and {"multiple_writers", "damaged_records"} <= set(labels)
     assert kind_labels("zh")["divergence"] == "发散" and kind_labels("en")["divergence"] == "divergence"
+
+
+def _words(value) -> list[str]:
+    return [w for v in value.values() for w in _words(v)] if isinstance(value, dict) else [value]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_reports_and_alerts_words_come_from_the_catalogue_in_every_language(lang):
+    """`tb-health report`'s headings and the alerts' labels are catalogue entries (a missing id
+    raises); the Chinese ones are Chinese."""
+    from tb_health_plugin.notify.alerts import labels as alert_labels
+    from tb_health_plugin.report.render import labels as report_labels
+
+    words = _words(report_labels(lang)) + _words(alert_labels(lang))
+    assert len(words) == 20 + 4 + 3 + 8 + 3 and all(words)
+    if lang == "zh":
+        assert all(HAN.search(word) for word in words), [w for w in words if not HAN.search(w)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -285,3 +286,58 @@ def test_control_characters_in_run_names_cannot_forge_report_lines(logdir, capsy
     assert sum(line.startswith("HEALTHY") for line in lines) == 2  # healthy and the forged-name run
     assert not any(line.startswith("HEALTHY   job/rank_0") for line in lines)
     assert "HEALTHY   x\\x1b[2J\\x1b[H\\rHEALTHY   job/rank_0  steps 10-8000\\nrtl\\u202egnp.exe" in out
+
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_the_text_report_is_written_in_chinese_with_lang_zh(logdir, capsys):
+    """The frame (summary, verdicts, spans, counts, finding lines, exit line) comes from the
+    catalogue; only names from the logs, kinds and numbers stay as they are."""
+    code, out, _ = run_check(capsys, str(logdir), "--lang", "zh")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == f"tb-health：{logdir} 下有 3 个运行：严重 1 个，警告 1 个，健康 1 个"
+    assert lines[-1] == "退出码 1（--fail-on critical）"
+    run_lines = [line for line in lines[1:-1] if not line.startswith(" ")]
+    assert [line.split()[:2] for line in run_lines] == [["健康", "healthy"], ["严重", "job/rank_0"], ["警告", "spiky"]]
+    for line in run_lines:  # the span and the count of alarms, after the run's name
+        assert not re.search("[A-Za-z]", line.split(None, 2)[2]) and "第 10-8000 步" in line
+    finding_lines = [line for line in lines if line.startswith(" ")]
+    assert finding_lines and all(re.match(r"    第 +\d+ 步  (严重|警告|提示) +[a-z_]+ ", line) for line in finding_lines)
+    spike_line = next(line for line in finding_lines if "loss_spike" in line)
+    assert spike_line.startswith("    第     5010 步  警告") and HAN.search(spike_line.split("loss_spike")[1])
+
+
+def test_errors_and_reader_lines_are_written_in_chinese_with_lang_zh(logdir, capsys):
+    code, _, err = run_check(capsys, str(logdir / "absent"), "--lang", "zh")
+    assert code == 2 and err == f"tb-health check: {logdir / 'absent'}：目录不存在\n"
+    code, _, err = run_check(capsys, str(logdir), "--tag", "loss", "--lang", "zh")
+    assert code == 2 and err == "tb-health check: --tag 的格式应为 ROLE=TAG，收到的是 'loss'\n"
+    (logdir / "loop").mkdir()
+    os.symlink("events.out.tfevents.2.b", logdir / "loop" / "events.out.tfevents.2.a")
+    os.symlink("events.out.tfevents.2.a", logdir / "loop" / "events.out.tfevents.2.b")
+    code, out, err = run_check(capsys, str(logdir), "--lang", "zh")
+    assert code == 2
+    assert err.splitlines() == [
+        f"tb-health check: 跳过无法读取的事件文件 {logdir}/loop/events.out.tfevents.2.a (Too many levels of symbolic links)",
+        f"tb-health check: 跳过无法读取的事件文件 {logdir}/loop/events.out.tfevents.2.b (Too many levels of symbolic links)",
+        f"tb-health check: {logdir} 下有 2 个无法读取的路径未纳入报告（退出码 2）",
+    ]
+    assert out.splitlines()[-1] == "退出码 2（2 个无法读取的路径未纳入报告）"
+
+
+def test_every_reader_warning_has_its_line_in_the_catalogue():
+    """The readers' warnings are matched by their log format: a new or reworded one must be
+    added to `READER_LINES` (an error's own text, logged as `tb-health: %s`, is shown as is)."""
+    from tb_health_plugin.commands.messages import READER_LINES
+    from tb_health_plugin.i18n.catalogue import messages
+
+    readers = Path(__file__).resolve().parents[1] / "tb_health_plugin" / "readers"
+    logged = set()
+    for source in readers.glob("*.py"):
+        logged |= set(re.findall(r'logger\.warning\(\s*"(tb-health: [^"]*)"', source.read_text()))
+    assert logged - {"tb-health: %s"} == set(READER_LINES)
+    for message_id, names in READER_LINES.values():
+        for lang in ("en", "zh"):
+            assert set(re.findall(r"{(\w+)", messages(lang)[message_id])) == set(names), (message_id, lang)

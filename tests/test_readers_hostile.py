@@ -256,6 +256,11 @@ def test_a_lying_length_resynchronises_on_the_next_valid_record_and_says_so(tmp_
     assert run.skipped_records == 1
     (note,) = run.notes
     assert note.kind == "damaged_records" and "bytes skipped" in note.message
+    from tb_health_plugin.analysis.render import note_text
+
+    assert note_text(note, "en") == note.message  # the catalogue's English is the reader's own
+    chinese = note_text(note, "zh")
+    assert "bytes" not in chinese and "跳过" in chinese and f"{offsets[101][0]:,}" in chinese
 
 
 def test_a_length_that_lies_inside_the_file_costs_only_its_own_record(tmp_path, lying_file):
@@ -383,6 +388,12 @@ def test_a_second_writer_seen_only_later_is_told_apart_then(tmp_path):
     run = reader.run("run")
     assert len(run.scalars["loss"]) == 60 and len(run.scalars["loss (writer 2)"]) == 40
     assert [note.kind for note in run.notes] == ["multiple_writers"]
+    from tb_health_plugin.analysis.render import note_text
+
+    (note,) = run.notes
+    assert note_text(note, "en") == note.message  # the catalogue's English is the reader's own
+    chinese = note_text(note, "zh")
+    assert "writer" not in chinese.replace("(writer 2)", "") and "写入" in chinese and "(writer 2)" in chinese
 
 
 # ----- 8. the heatmap of a run with many parameters

@@ -20,7 +20,7 @@ from tb_health_plugin.analysis import diagnosis
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.findings import run_report
 from tb_health_plugin.analysis.kinds import diagnosers, job_checks, registry, run_checks
-from tb_health_plugin.analysis.render import render_run_report
+from tb_health_plugin.analysis.render import note_event, render_run_report
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.contract import REPORT_VERSION, job_of
 from tb_health_plugin.run_data import RunData
@@ -84,7 +84,7 @@ def analyze_runs(
     reports = []
     causes = diagnosers()
     for run in runs:
-        findings[run.name].extend(_note(note) for note in run.notes)  # what the readers did about the data
+        findings[run.name].extend(note_event(note) for note in run.notes)  # what the readers did about the data
         diagnosed = diagnosis.explain(findings[run.name], signals[run.name], causes)
         report = run_report(run.name, diagnosed, run.step_range())
         reports.append(report if lang is None else render_run_report(report, lang))
@@ -98,12 +98,6 @@ def analyze_run(run: RunData, overrides: dict[str, str] | None = None, lang: str
 def logdir_report(logdir: str, run_reports: list[dict[str, Any]], lang: str = "en") -> dict[str, Any]:
     """The CLI's report: rendered run reports, with the language they are written in."""
     return {"version": REPORT_VERSION, "logdir": logdir, "language": lang, "runs": run_reports}
-
-
-def _note(note) -> Event:
-    """A reader's note as an `info` finding; its text comes from the reader (see `note.*` in the
-    catalogue: a language may prefix what such a note means)."""
-    return Event(kind=note.kind, severity="info", step=0, tag="", message=f"note.{note.kind}", args={"text": note.message})
 
 
 def _check_failed(check, error: Exception) -> Event:

@@ -2,9 +2,9 @@
 
 An event says what was found (`kind`, `severity`), where (`step`..`end_step`, `tag`) and on
 what figures (`evidence`, which goes into the report as is). Its text is not written here:
-`message` and `advice` are ids in the message catalogue (`tb_health_plugin/messages/`), and
-`args` holds the few extra figures or codes the text shows but the evidence does not. The
-catalogue renders an event in any of its languages (`messages.render`).
+`message` and `advice` are ids in the message catalogue (`tb_health_plugin/i18n/locale/*.po`),
+and `args` holds the few extra figures or codes the text shows but the evidence does not.
+`analysis/render.py` writes an event in any of the catalogue's languages.
 
 `Phrase` is an argument that is itself a catalogue id (a clause chosen by the numbers, such as
 "and stays non-finite to the end" against "at 3 logged point(s)"); it is rendered with the
@@ -42,6 +42,15 @@ class Event:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:
             raise ValueError(f"unknown severity {self.severity!r}")
+
+
+@dataclass(frozen=True)
+class Clauses:
+    """A list as a message argument: one clause of catalogue id `id` for each item (filled from
+    the item's own fields), joined by the catalogue's `<id>.separator`."""
+
+    id: str
+    items: tuple[dict[str, Any], ...]
 
 
 NOTHING = Phrase("")  # an optional clause left out: renders as the empty string in every language

@@ -11,23 +11,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from tb_health_plugin.analysis.event import Event, Phrase
+from tb_health_plugin.analysis.event import Clauses, Event, Phrase
 from tb_health_plugin.analysis.findings import json_safe
-from tb_health_plugin.i18n.catalogue import LANGUAGES, messages, template
+from tb_health_plugin.i18n.catalogue import LANGUAGES, messages
+from tb_health_plugin.i18n.catalogue import text as catalogue_text
+from tb_health_plugin.run_data import ReadNote
 
 
 def text(message_id: str, lang: str, **fields: Any) -> str:
     """One catalogue entry filled from `fields`; an empty id is an empty clause."""
     if not message_id:
         return ""
-    return template(message_id, lang).format(**fields)
+    return catalogue_text(message_id, lang, **fields)
 
 
 def _fields(event: Event, lang: str) -> dict[str, Any]:
     plain = {**event.evidence, "step": event.step, "end_step": event.end_step, "tag": event.tag}
-    plain.update((k, v) for k, v in event.args.items() if not isinstance(v, Phrase))
+    plain.update((k, v) for k, v in event.args.items() if not isinstance(v, Phrase | Clauses))
     phrases = {k: text(v.id, lang, **plain) for k, v in event.args.items() if isinstance(v, Phrase)}
-    return {**plain, **phrases}
+    lists = {k: text(f"{v.id}.separator", lang).join(text(v.id, lang, **item) for item in v.items)
+             for k, v in event.args.items() if isinstance(v, Clauses)}
+    return {**plain, **phrases, **lists}
+
+
+def note_event(note: ReadNote) -> Event:
+    """A reader's note as an `info` finding written from the catalogue's `note.<kind>`; a note
+    without arguments is shown in the reader's own words."""
+    if not note.args:
+        return Event(kind=note.kind, severity="info", step=0, tag="", message="note", args={"text": note.message})
+    args = {k: Clauses(f"note.{note.kind}.{k}", tuple(v)) if isinstance(v, list) else v for k, v in note.args.items()}
+    return Event(kind=note.kind, severity="info", step=0, tag="", message=f"note.{note.kind}", args=args)
+
+
+def note_text(note: ReadNote, lang: str) -> str:
+    """A reader's note in `lang`."""
+    event = note_event(note)
+    return text(event.message, lang, **_fields(event, lang))
 
 
 def render_finding(event: Event, lang: str) -> dict[str, Any]:

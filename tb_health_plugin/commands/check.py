@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
 from tb_health_plugin.commands.messages import printable, read_problems, say
 from tb_health_plugin.contract import SCALAR_SPELLINGS, SEVERITY_RANK, is_samples_axis
-from tb_health_plugin.i18n import LANGUAGES, default_language
+from tb_health_plugin.i18n import LANGUAGES, default_language, text
 from tb_health_plugin.logdir_config import CONFIG_FILE, LogdirConfigError, load_logdir_config
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -78,55 +78,56 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_tag_overrides(pairs: list[str]) -> dict[str, str]:
+def parse_tag_overrides(pairs: list[str], lang: str = "en") -> dict[str, str]:
     """`["loss=my/loss"]` -> {"loss": "my/loss"}; ValueError naming the bad pair or role."""
     overrides = {}
     for pair in pairs:
         role, sep, tag = pair.partition("=")
         role, tag = role.strip(), tag.strip()
         if not sep or not role or not tag:
-            raise ValueError(f"--tag expects ROLE=TAG, got {pair!r}")
+            raise ValueError(text("cli.tag.syntax", lang, pair=repr(pair)))
         if role not in SCALAR_SPELLINGS:
-            raise ValueError(f"unknown role {role!r} in --tag; roles: {', '.join(SCALAR_SPELLINGS)}")
+            raise ValueError(text("cli.tag.unknown_role", lang, role=repr(role), roles=", ".join(SCALAR_SPELLINGS)))
         overrides[role] = tag
     return overrides
 
 
-def overrides_in_force(logdir: str, tag_pairs: list[str]) -> dict[str, str]:
+def overrides_in_force(logdir: str, tag_pairs: list[str], lang: str = "en") -> dict[str, str]:
     """The tag overrides for LOGDIR as `check` and the tab use them: its `tb-health.toml`'s
     [tags], replaced role by role by `--tag`; ValueError saying what is wrong with either, or
     with LOGDIR."""
-    overrides = parse_tag_overrides(tag_pairs)
-    problem = logdir_problem(logdir)
+    overrides = parse_tag_overrides(tag_pairs, lang)
+    problem = logdir_problem(logdir, lang)
     if problem:
         raise ValueError(problem)
     return {**load_logdir_config(logdir).tags, **overrides}  # LogdirConfigError is a ValueError
 
 
 def run(args: argparse.Namespace) -> int:
+    lang = args.lang or default_language()
     try:
-        overrides = parse_tag_overrides(args.tag)
+        overrides = parse_tag_overrides(args.tag, lang)
     except ValueError as error:
         say(PROG, str(error))
         return EXIT_USAGE
-    problem = logdir_problem(args.logdir)
+    problem = logdir_problem(args.logdir, lang)
     if problem:
         say(PROG, problem)
         return EXIT_USAGE
-    progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir))
+    progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir), lang=lang)
     from tb_health_plugin.readers.storage import StorageError  # the readers pull in protobuf: import on use
 
-    with read_problems(PROG) as problems:
+    with read_problems(PROG, lang) as problems:
         try:
-            report = check_logdir(args.logdir, overrides, progress, args.lang or default_language())
+            report = check_logdir(args.logdir, overrides, progress, lang)
         except (MissingTagError, LogdirConfigError) as error:
             say(PROG, str(error))
             return EXIT_USAGE
         except StorageError as error:  # object storage still failing after the retries
-            say(PROG, f"{error} (gave up after {STORAGE_ATTEMPTS} attempts)")
+            say(PROG, text("cli.gave_up", lang, error=error, attempts=STORAGE_ATTEMPTS))
             return EXIT_UNREADABLE
     if not report["runs"]:
-        say(PROG, f"no event files found under {args.logdir}")
+        say(PROG, text("cli.no_event_files", lang, logdir=args.logdir))
         return EXIT_USAGE
     unreadable = problems.count
     if args.format == "json":
@@ -135,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(report, args.fail_on, unreadable=unreadable))
     if unreadable:
-        say(PROG, f"{unreadable} unreadable path{'s' if unreadable != 1 else ''} under {args.logdir} "
-            f"left out of the report (exit {EXIT_UNREADABLE})")
+        say(PROG, text(f"cli.unreadable_left_out.{_number(unreadable)}", lang, n=unreadable, logdir=args.logdir,
+                       code=EXIT_UNREADABLE))
         return EXIT_UNREADABLE
     return EXIT_FINDINGS if reaches(report, args.fail_on) else EXIT_OK
 
@@ -145,18 +146,18 @@ class MissingTagError(ValueError):
     """A `--tag ROLE=TAG` naming a tag that no run under the logdir has."""
 
 
-def logdir_problem(logdir: str) -> str | None:
-    """Why LOGDIR cannot be analysed, or None. A URL (object storage) is checked by reading it."""
+def logdir_problem(logdir: str, lang: str = "en") -> str | None:
+    """Why LOGDIR cannot be analysed (in `lang`), or None. A URL (object storage) is checked by reading it."""
     from tb_health_plugin.readers.storage import is_url
 
     if is_url(logdir):
         return None
     if not os.path.exists(logdir):
-        return f"{logdir}: no such directory"
+        return text("cli.logdir.missing", lang, logdir=logdir)
     if not os.path.isdir(logdir):
-        return f"{logdir}: not a directory"
+        return text("cli.logdir.not_a_directory", lang, logdir=logdir)
     if not os.access(logdir, os.R_OK | os.X_OK):
-        return f"{logdir}: permission denied"
+        return text("cli.logdir.denied", lang, logdir=logdir)
     return None
 
 
@@ -168,21 +169,20 @@ def check_logdir(
     `overrides` (`--tag`); `LogdirConfigError` when that file cannot be used."""
     from tb_health_plugin.readers import read_logdir  # the readers pull in protobuf: import on use
 
-    progress = progress or Progress(sys.stderr, show=False)
+    progress = progress or Progress(sys.stderr, show=False, lang=lang)
     from_file = load_logdir_config(logdir).tags
-    progress.say(f"reading {logdir} ...")
+    progress.say(progress.text("cli.progress.reading", logdir=logdir))
     started = time.perf_counter()
-    runs = read_logdir(logdir, attempts=STORAGE_ATTEMPTS,
-                       on_retry=lambda problem, wait_s: progress.warn(f"{problem}; retrying in {wait_s:.0f} s"))
+    runs = read_logdir(logdir, attempts=STORAGE_ATTEMPTS, on_retry=lambda problem, wait_s: progress.warn(
+        progress.text("cli.progress.retry", problem=problem, wait=wait_s)))
     check_overrides_present(runs, overrides or {}, progress)
     check_overrides_present(runs, {r: t for r, t in from_file.items() if r not in (overrides or {})}, progress,
                             source=CONFIG_FILE)
     overrides = {**from_file, **(overrides or {})}
     points = sum(len(series) for run in runs for series in run.scalars.values())
-    progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
-    reports = analyze_runs(
-        runs, overrides, on_progress=lambda done, total: progress.every(done, total, "analysed"), lang=lang
-    )
+    progress.say(progress.text("cli.progress.read", runs=len(runs), points=points,
+                               seconds=time.perf_counter() - started))
+    reports = analyze_runs(runs, overrides, on_progress=progress.analysed, lang=lang)
     return logdir_report(logdir, reports, lang)
 
 
@@ -194,11 +194,10 @@ def check_overrides_present(runs, overrides: dict[str, str], progress: Progress,
         lacking = [run.name for run in runs if tag not in run.scalars or is_samples_axis(tag)]
         where = f"{source} [tags] {role} = {tag!r}" if source else f"--tag {role}={tag}"
         if runs and len(lacking) == len(runs) and not source:
-            raise MissingTagError(f"{where}: no run has a scalar tag {tag!r}; "
-                                  f"the {role} checks would be skipped")
+            raise MissingTagError(progress.text("cli.tag.missing", where=where, tag=repr(tag), role=role))
         if lacking:
-            progress.warn(f"{where}: {len(lacking)} of {len(runs)} runs lack {tag!r} "
-                          f"(e.g. {lacking[0]}); their {role} checks are skipped")
+            progress.warn(progress.text("cli.tag.lacking", where=where, lacking=len(lacking), runs=len(runs),
+                                        tag=repr(tag), example=lacking[0], role=role))
 
 
 def reaches(report: dict, fail_on: str) -> bool:
@@ -208,32 +207,42 @@ def reaches(report: dict, fail_on: str) -> bool:
 
 def render_text(report: dict[str, Any], fail_on: str | None = "critical", unreadable: int = 0) -> str:
     """One line per run (verdict, name, steps, counts), then its findings indented; last, the
-    exit code (left out with `fail_on=None`, where nothing exits on it). Text from the logs
-    (run names, tags in messages) has its control characters escaped: a line is a line."""
+    exit code (left out with `fail_on=None`, where nothing exits on it). Written in the report's
+    language, from the catalogue (`cli.*`). Text from the logs (run names, tags in messages) has
+    its control characters escaped: a line is a line."""
+    lang = report.get("language") or "en"
     runs = report["runs"]
     counts = {status: sum(r["status"] == status for r in runs) for status in ("critical", "warning", "healthy", "no_data")}
-    summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
+    summary = text("list_separator", lang).join(
+        text("cli.count", lang, n=n, status=text(f"status.{status}", lang)) for status, n in counts.items() if n
+    )
     logdir = printable(report["logdir"])
-    lines = [f"tb-health: {len(runs)} run{'s' if len(runs) != 1 else ''} under {logdir}: {summary}"]
+    lines = [text(f"cli.summary.{_number(len(runs))}", lang, runs=len(runs), logdir=logdir, counts=summary)]
     names = {id(run): printable(run["run"]) for run in runs}
     name_width = min(max((len(name) for name in names.values()), default=4), 48)
     for run in runs:
         steps = run["steps"]
-        span = f"steps {steps['first']}-{steps['last']}" if steps else "no scalar data"
+        span = text("cli.steps", lang, **steps) if steps else text("cli.no_scalar_data", lang)
         alarms = [f for f in run["findings"] if f["severity"] != "info"]
-        tail = f"{len(alarms)} alarm{'s' if len(alarms) != 1 else ''}" if alarms else ""
-        lines.append(f"{run['status'].upper():<{VERDICT_WIDTH}} {names[id(run)]:<{name_width}}  {span}  {tail}".rstrip())
+        tail = text(f"cli.alarms.{_number(len(alarms))}", lang, n=len(alarms)) if alarms else ""
+        verdict = text(f"cli.verdict.{run['status']}", lang)
+        lines.append(f"{verdict:<{VERDICT_WIDTH}} {names[id(run)]:<{name_width}}  {span}  {tail}".rstrip())
         for finding in run["findings"]:
-            lines.append(
-                f"    step {finding['step']:>8}  {finding['severity']:<8} {printable(finding['kind']):<20} "
-                f"{printable(finding['message'])}"
-            )
+            lines.append(text("cli.finding", lang, step=finding["step"],
+                              severity=text(f"severity.{finding['severity']}", lang),
+                              kind=printable(finding["kind"]), message=printable(finding["message"])))
     if fail_on is not None and unreadable:
-        lines.append(f"exit {EXIT_UNREADABLE} ({unreadable} unreadable path{'s' if unreadable != 1 else ''} left out)")
+        lines.append(text(f"cli.exit.unreadable.{_number(unreadable)}", lang, code=EXIT_UNREADABLE, n=unreadable))
     elif fail_on is not None:
         reached = reaches(report, fail_on)
-        lines.append(f"exit {EXIT_FINDINGS if reached else EXIT_OK} (--fail-on {fail_on})")
+        lines.append(text("cli.exit.fail_on", lang, code=EXIT_FINDINGS if reached else EXIT_OK, fail_on=fail_on))
     return "\n".join(lines) + "\n"
+
+
+def _number(count: int) -> str:
+    """The catalogue's form for `count` things: `.one` or `.many` (languages without the
+    distinction say the same in both)."""
+    return "one" if count == 1 else "many"
 
 
 def _show_progress(mode: str, logdir: str) -> bool:
@@ -259,22 +268,25 @@ def _logdir_bytes(logdir: str, stop_at: int) -> int:
 
 
 class Progress:
-    """Progress lines on stderr, never on stdout (which carries the report)."""
+    """Progress lines on stderr, never on stdout (which carries the report), in `lang`."""
 
-    def __init__(self, stream: TextIO, show: bool) -> None:
-        self.stream, self.show = stream, show
+    def __init__(self, stream: TextIO, show: bool, lang: str = "en") -> None:
+        self.stream, self.show, self.lang = stream, show, lang
         self._last = 0.0
 
-    def say(self, text: str) -> None:
-        if self.show:
-            print(f"tb-health: {printable(text)}", file=self.stream, flush=True)
+    def text(self, message_id: str, **fields: Any) -> str:
+        return text(message_id, self.lang, **fields)
 
-    def warn(self, text: str) -> None:
-        """Shown whatever the progress setting: something the user must know."""
-        print(f"{PROG}: {printable(text)}", file=self.stream, flush=True)
-
-    def every(self, done: int, total: int, verb: str) -> None:
+    def analysed(self, done: int, total: int) -> None:
         now = time.monotonic()
         if self.show and (done == total or now - self._last >= 1.0):
             self._last = now
-            self.say(f"{verb} {done}/{total} runs")
+            self.say(self.text("cli.progress.analysed", done=done, total=total))
+
+    def say(self, line: str) -> None:
+        if self.show:
+            print(f"tb-health: {printable(line)}", file=self.stream, flush=True)
+
+    def warn(self, line: str) -> None:
+        """Shown whatever the progress setting: something the user must know."""
+        print(f"{PROG}: {printable(line)}", file=self.stream, flush=True)

@@ -38,30 +38,31 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tb_health_plugin.i18n import default_language
+    from tb_health_plugin.i18n import default_language, text
 
+    lang = args.lang or default_language()
     output_format = args.format or FORMATS.get(os.path.splitext(args.output)[1].lower())
     if output_format is None:
-        say(PROG, f"cannot tell the format of {args.output!r}: name it .html or .md, or give --format")
+        say(PROG, text("cli.report.format_unknown", lang, output=repr(args.output)))
         return EXIT_USAGE
     try:
-        overrides = overrides_in_force(args.logdir, args.tag)
+        overrides = overrides_in_force(args.logdir, args.tag, lang)
     except ValueError as error:
         say(PROG, str(error))
         return EXIT_USAGE
-    with read_problems(PROG):
-        text = write_report(args.logdir, output_format, args.lang or default_language(), args.run, overrides)
-    if text is None:
-        say(PROG, f"no event files found under {args.logdir}")
+    with read_problems(PROG, lang):
+        written = write_report(args.logdir, output_format, lang, args.run, overrides)
+    if written is None:
+        say(PROG, text("cli.no_event_files", lang, logdir=args.logdir))
         return EXIT_USAGE
     if args.output == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(written)
     else:
         temporary = f"{args.output}.tmp"
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(written)
         os.replace(temporary, args.output)
-        say(PROG, f"wrote {args.output}")
+        say(PROG, text("cli.report.wrote", lang, output=args.output))
     return EXIT_OK
 
 

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         sinks = sinks_from_config(args.notify, config_file=args.notify_config)
-        overrides = overrides_in_force(args.logdir, args.tag)
+        overrides = overrides_in_force(args.logdir, args.tag, args.lang or default_language())
     except ValueError as error:  # ConfigError and LogdirConfigError are ValueErrors
         say(PROG, str(error))
         return EXIT_USAGE

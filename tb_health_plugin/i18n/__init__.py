@@ -7,10 +7,11 @@ they are read at run time with Babel (`catalogue.py`), so nothing is compiled in
 This package depends on nothing of the project, so every layer may ask it for a language.
 """
 
-from tb_health_plugin.i18n.catalogue import LANGUAGES, default_language, parse_language
+from tb_health_plugin.i18n.catalogue import LANGUAGES, default_language, parse_language, text
 
 __all__ = [
     "LANGUAGES",
     "default_language",
     "parse_language",
+    "text",
 ]

@@ -38,6 +38,11 @@ def template(message_id: str, lang: str) -> str:
     return found
 
 
+def text(message_id: str, lang: str, **fields: object) -> str:
+    """The template of `message_id` in `lang` filled from `fields` (`str.format`)."""
+    return template(message_id, lang).format(**fields)
+
+
 def parse_language(value: str | None) -> str | None:
     """`zh`, `zh_CN.UTF-8`, `zh-Hans`, `en_US` -> a language we have, or None."""
     if not value:

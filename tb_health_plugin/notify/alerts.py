@@ -21,24 +21,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tb_health_plugin.contract import SEVERITY_RANK, job_of, rank_of
+from tb_health_plugin.i18n.catalogue import LANGUAGES, template
 from tb_health_plugin.notify.formats import Message
 
 SAME_EVENT_SHARE = 0.02
 SUMMARY_AT = 3  # this many alerts of one job at once become one summary message
 SUMMARY_LINES = 8  # alerts listed in a summary before "and N more"
 
-LABELS = {
-    "en": {
-        "severity": {"info": "INFO", "warning": "WARNING", "critical": "CRITICAL"},
-        "job": "job", "rank": "rank", "ranks": "also on ranks", "step": "step", "run": "run",
-        "summary": "{n} new findings in {job}", "more": "and {n} more", "open": "Open in the Health tab",
-    },
-    "zh": {
-        "severity": {"info": "提示", "warning": "警告", "critical": "严重"},
-        "job": "作业", "rank": "进程", "ranks": "其他进程也出现", "step": "步", "run": "运行",
-        "summary": "{job} 有 {n} 条新发现", "more": "另有 {n} 条", "open": "在 Health 页面中查看",
-    },
-}
+LABELS = ("job", "rank", "ranks", "step", "run", "summary", "more", "open")
+
+
+def labels(lang: str) -> dict:
+    """The alerts' own words in `lang` (templates where they take figures), from the catalogue (`alert.*`)."""
+    lang = lang if lang in LANGUAGES else LANGUAGES[0]
+    return {**{name: template(f"alert.{name}", lang) for name in LABELS},
+            "severity": {severity: template(f"alert.severity.{severity}", lang) for severity in SEVERITY_RANK}}
 
 
 @dataclass(frozen=True)
@@ -138,7 +135,7 @@ def _same_event(alert: Alert, step: int, last_step: int) -> bool:
 
 def compose(alerts: list[Alert], lang: str = "en") -> list[Message]:
     """One message per alert, or per job a summary when `SUMMARY_AT` or more arrive at once."""
-    labels = LABELS.get(lang, LABELS["en"])
+    words = labels(lang)
     by_job: dict[str, list[Alert]] = defaultdict(list)
     for alert in alerts:
         by_job[alert.job].append(alert)
@@ -146,16 +143,16 @@ def compose(alerts: list[Alert], lang: str = "en") -> list[Message]:
     for job, group in by_job.items():
         group.sort(key=lambda a: (-SEVERITY_RANK[a.severity], a.step))
         if len(group) < SUMMARY_AT:
-            messages.extend(_single(alert, labels) for alert in group)
+            messages.extend(_single(alert, words) for alert in group)
             continue
         shown = group[:SUMMARY_LINES]
-        lines = [_summary_line(alert, labels) for alert in shown]
+        lines = [_summary_line(alert, words) for alert in shown]
         if len(group) > len(shown):
-            lines.append(labels["more"].format(n=len(group) - len(shown)))
-        worst = labels["severity"][group[0].severity]
+            lines.append(words["more"].format(n=len(group) - len(shown)))
+        worst = words["severity"][group[0].severity]
         messages.append(Message(
-            title=f"[{worst}] tb-health: " + labels["summary"].format(n=len(group), job=_job_name(job, labels)),
-            lines=tuple(lines), link=group[0].link, link_text=labels["open"],
+            title=f"[{worst}] tb-health: " + words["summary"].format(n=len(group), job=_job_name(job, words)),
+            lines=tuple(lines), link=group[0].link, link_text=words["open"],
             alerts=tuple(a.to_json() for a in group),
         ))
     return messages

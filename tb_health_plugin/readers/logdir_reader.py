@@ -94,7 +94,7 @@ class _RunState:
         self.notes: dict[str, ReadNote] = {}  # what the reader had to do about the data, by message
         note = writers_note(self.writers)
         if note is not None:
-            self.add_note("multiple_writers", note)
+            self.add_note("multiple_writers", *note)
         self.skipped_records = 0
         self.last_wall_time = 0.0
         self.tfevents_decoder = TfeventsDecoder()
@@ -121,8 +121,8 @@ class _RunState:
             )
         return self._snapshot
 
-    def add_note(self, kind: str, message: str) -> None:
-        self.notes.setdefault(message, ReadNote(kind, message))
+    def add_note(self, kind: str, message: str, args: dict | None = None) -> None:
+        self.notes.setdefault(message, ReadNote(kind, message, args or {}))
 
     def nbytes(self) -> int:
         builders = [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]
@@ -246,11 +246,14 @@ class _RunState:
             return False
         skipped_bytes = found - state.offset
         self.skipped_records += 1
+        args = {"file": self.storage.basename(state.file.path), "offset": state.offset,
+                "claimed": claimed - FRAME_BYTES, "skipped": skipped_bytes, "found": found}
         self.add_note(
             "damaged_records",
-            f"{self.storage.basename(state.file.path)}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
+            f"{args['file']}: the record at byte {state.offset:,} claims {claimed - FRAME_BYTES:,}"
             f" bytes, more than the file holds, yet a valid record follows it: {skipped_bytes:,} bytes skipped,"
             f" reading resumed at byte {found:,}.",
+            args,
         )
         logger.warning("tb-health: %s: record at byte %d claims %d bytes; skipped %d bytes to the next valid record",
                        state.file.path, state.offset, claimed - FRAME_BYTES, skipped_bytes)

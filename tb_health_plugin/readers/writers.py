@@ -80,17 +80,23 @@ def writer_tag(tag: str, writer: int) -> str:
     return tag if writer == 0 else tag + WRITER_SUFFIX.format(number=writer + 1)
 
 
-def writers_note(plan: dict[str, int]) -> str | None:
-    """The report's note about a run written by several processes at once, or None."""
+def writers_note(plan: dict[str, int]) -> tuple[str, dict] | None:
+    """The report's note about a run written by several processes at once (in English, and the
+    arguments of the catalogue's `note.multiple_writers`), or None."""
     if not plan:
         return None
     count = max(plan.values()) + 1
-    later = "; ".join(
-        f"writer {index + 1}'s under tags ending in '{WRITER_SUFFIX.format(number=index + 1)}'"
-        f" ({', '.join(sorted(os.path.basename(p) for p, w in plan.items() if w == index))})"
+    writers = [
+        {
+            "writer": index + 1,
+            "suffix": WRITER_SUFFIX.format(number=index + 1),
+            "files": ", ".join(sorted(os.path.basename(p) for p, w in plan.items() if w == index)),
+        }
         for index in range(1, count)
-    )
+    ]
+    later = "; ".join(f"writer {w['writer']}'s under tags ending in '{w['suffix']}' ({w['files']})" for w in writers)
     return (
         f"{count} processes seem to have written this run at the same time: their event files overlap in wall"
-        f" time and log the same tags at the same steps. All are kept, {later}; the checks look at writer 1's."
+        f" time and log the same tags at the same steps. All are kept, {later}; the checks look at writer 1's.",
+        {"count": count, "writers": writers},
     )

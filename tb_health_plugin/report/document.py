@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tb_health_plugin import __version__
+from tb_health_plugin.analysis.render import note_text
 from tb_health_plugin.contract import FINDINGS, NOTES, SEVERITY_RANK, STATUSES
 from tb_health_plugin.report.charts import finding_chart_svg
 
@@ -73,7 +74,7 @@ def build_report(logdir: str, reader, report: dict[str, Any], lang: str = "en",
             name=name, status=analysed["status"], steps=analysed.get("steps"),
             findings=[FindingEntry(f, _chart(data, f)) for f in _ordered(analysed["findings"])],
             config=_config(data), files=_files(logdir, reader.files_read(name)),
-            skipped_records=int(data.skipped_records), notes=[note.message for note in data.notes],
+            skipped_records=int(data.skipped_records), notes=[note_text(note, lang) for note in data.notes],
         ))
     document.runs.sort(key=lambda run: (-_status_rank(run.status), run.name))
     return document

@@ -12,29 +12,22 @@ import json
 
 import jinja2
 
+from tb_health_plugin.contract import SEVERITY_RANK, STATUSES
+from tb_health_plugin.i18n import LANGUAGES, text
 from tb_health_plugin.report.document import HealthReport
 
-LABELS = {
-    "en": {
-        "title": "Training health report", "logdir": "Logdir", "generated": "Generated", "by": "by tb-health",
-        "runs": "Runs", "run": "Run", "verdict": "Verdict", "steps": "Steps", "findings": "Findings",
-        "no_findings": "No findings.", "step": "step", "evidence": "Evidence", "config": "Configuration as logged",
-        "no_config": "No configuration text was logged.", "read": "What was read", "file": "File",
-        "bytes": "Bytes", "skipped": "Damaged records skipped", "notes": "Reader notes", "no_chart":
-        "No points of this tag to draw.", "status": {"critical": "critical", "warning": "warning",
-                                                     "healthy": "healthy", "no_data": "no data"},
-        "severity": {"critical": "critical", "warning": "warning", "info": "info"},
-    },
-    "zh": {
-        "title": "训练健康报告", "logdir": "日志目录", "generated": "生成时间", "by": "由 tb-health 生成",
-        "runs": "运行", "run": "运行", "verdict": "结论", "steps": "步数", "findings": "发现",
-        "no_findings": "没有发现问题。", "step": "步", "evidence": "证据", "config": "记录的配置",
-        "no_config": "没有记录配置文本。", "read": "读取的内容", "file": "文件", "bytes": "字节数",
-        "skipped": "跳过的损坏记录", "notes": "读取说明", "no_chart": "该标签没有可绘制的数据点。",
-        "status": {"critical": "严重", "warning": "警告", "healthy": "健康", "no_data": "无数据"},
-        "severity": {"critical": "严重", "warning": "警告", "info": "提示"},
-    },
-}
+LABELS = ("title", "logdir", "generated", "by", "runs", "run", "verdict", "steps", "findings", "no_findings", "step",
+          "evidence", "config", "no_config", "read", "file", "bytes", "skipped", "notes", "no_chart")
+
+
+def labels(lang: str) -> dict:
+    """The report's own words in `lang`, from the catalogue (`report.*`, `status.*`, `severity.*`)."""
+    return {
+        **{name: text(f"report.{name}", lang) for name in LABELS},
+        "status": {status: text(f"status.{status}", lang) for status in STATUSES},
+        "severity": {severity: text(f"severity.{severity}", lang) for severity in SEVERITY_RANK},
+    }
+
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Noto Sans",sans-serif;
@@ -92,11 +85,11 @@ def _environment() -> jinja2.Environment:
 
 def render_html(report: HealthReport) -> str:
     template = _environment().from_string(HTML)
-    return template.render(report=report, t=LABELS.get(report.lang, LABELS["en"]), style=STYLE)
+    return template.render(report=report, t=labels(_language(report.lang)), style=STYLE)
 
 
 def render_markdown(report: HealthReport) -> str:
-    t = LABELS.get(report.lang, LABELS["en"])
+    t = labels(_language(report.lang))
     lines = [f"# {t['title']}", "", f"{t['logdir']}: `{report.logdir}` · {t['generated']} {report.generated} · "
              f"{t['by']} {report.version}", "", f"| {t['run']} | {t['verdict']} | {t['steps']} | {t['findings']} |",
              "|---|---|---|---|"]
@@ -119,8 +112,8 @@ def render_markdown(report: HealthReport) -> str:
                 lines.append(f"{t['evidence']}: `{_md(json.dumps(f['evidence'], ensure_ascii=False))}`")
         lines += ["", f"### {t['config']}", ""]
         if run.config:
-            for tag, text in run.config.items():
-                lines += [f"`{_md(tag)}`", "", "```", text.replace("```", "'''"), "```", ""]
+            for tag, logged in run.config.items():
+                lines += [f"`{_md(tag)}`", "", "```", logged.replace("```", "'''"), "```", ""]
         else:
             lines.append(t["no_config"])
         lines += ["", f"### {t['read']}", "", f"| {t['file']} | {t['bytes']} |", "|---|---|"]
@@ -130,7 +123,11 @@ def render_markdown(report: HealthReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(text: str) -> str:
+def _language(lang: str) -> str:
+    return lang if lang in LANGUAGES else LANGUAGES[0]
+
+
+def _md(value: str) -> str:
     """Text from the logs, so that it cannot open HTML or a table cell in a Markdown viewer."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;") \
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;") \
         .replace("\n", " ").replace("\r", " ")
