@@ -16,31 +16,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import google_crc32c
 import numpy as np
-from tensorboard.compat.proto.event_pb2 import Event
-from tensorboard.compat.proto.summary_pb2 import Summary
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.event_records import write_scalar_events  # noqa: E402
+
 DEFAULT_WORKDIR = Path("/tmp/tb-health-memory-bench")
 BASELINE_POINTS = 1_000
-CRC_MASK_DELTA = 0xA282EAD8
-
-
-def _masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + CRC_MASK_DELTA) & 0xFFFFFFFF
-
-
-def _record(payload: bytes) -> bytes:
-    header = struct.pack("<Q", len(payload))
-    return header + struct.pack("<I", _masked_crc(header)) + payload + struct.pack("<I", _masked_crc(payload))
 
 
 def generate(logdir: Path, points: int) -> None:
@@ -55,16 +44,7 @@ def generate(logdir: Path, points: int) -> None:
     loss = 3.0 * np.exp(-x / (points / 4)) + 0.5 + rng.normal(0, 0.02, points)
     loss[points // 3] = 40.0
     started = time.perf_counter()
-    with open(folder / "events.out.tfevents.1767000000.bench", "wb") as out:
-        out.write(_record(Event(wall_time=1.767e9, file_version="brain.Event:2").SerializeToString()))
-        chunk = []
-        for step, value in zip(x.tolist(), loss.tolist(), strict=True):
-            summary = Summary(value=[Summary.Value(tag="train/loss", simple_value=value)])
-            chunk.append(_record(Event(wall_time=1.767e9 + step, step=step, summary=summary).SerializeToString()))
-            if len(chunk) >= 100_000:
-                out.write(b"".join(chunk))
-                chunk.clear()
-        out.write(b"".join(chunk))
+    write_scalar_events(folder / "events.out.tfevents.1767000000.bench", x, {"train/loss": loss})
     marker.touch()
     print(f"generated {points:,} points in {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
