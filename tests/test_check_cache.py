@@ -5,6 +5,7 @@ the appended bytes and analyses only the units that changed."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from bench.event_records import record
+from tb_health_plugin.analysis import engine
 from tb_health_plugin.cli import main
 from tb_health_plugin.commands import check as check_command
 from tb_health_plugin.readers import logdir_reader
@@ -79,8 +81,10 @@ class ReadSpy:
 
     def __init__(self, monkeypatch) -> None:
         self.reads: list[tuple[str, int]] = []
-        self.analysed: list[str] = []
+        self.analysed: list[str] = []  # runs handed to the analysis (a unit that changed)
+        self.checked: list[str] = []  # runs whose own checks ran
         original_read, original_analyze = logdir_reader._RunState.read_new_bytes, check_command.analyze_runs
+        original_checks = engine.findings_for_run
 
         def read_new_bytes(state, event_file):
             known = state.files.get(event_file.path)
@@ -91,8 +95,13 @@ class ReadSpy:
             self.analysed += [run.name for run in runs]
             return original_analyze(runs, *args, **kwargs)
 
+        def findings_for_run(signals):
+            self.checked.append(signals.run)
+            return original_checks(signals)
+
         monkeypatch.setattr(logdir_reader._RunState, "read_new_bytes", read_new_bytes)
         monkeypatch.setattr(check_command, "analyze_runs", analyze_runs)
+        monkeypatch.setattr(engine, "findings_for_run", findings_for_run)
 
 
 def test_a_recheck_reads_only_appended_bytes_and_analyses_only_changed_units(logdir, tmp_path, capsys, monkeypatch):
@@ -104,7 +113,7 @@ def test_a_recheck_reads_only_appended_bytes_and_analyses_only_changed_units(log
     spy = ReadSpy(monkeypatch)
     cached, _ = check_json(capsys, logdir, "--cache", str(cache))
     assert spy.reads == [(str(grown), size_before)]  # the other files are not even opened
-    assert spy.analysed == ["plain"]
+    assert spy.analysed == ["plain"] and spy.checked == ["plain"]
     monkeypatch.undo()
     assert cached == check_json(capsys, logdir)[0]
 
@@ -115,7 +124,8 @@ def test_a_grown_rank_reanalyses_its_whole_job_for_the_cross_rank_checks(logdir,
     append_events(event_file(logdir / "job" / "rank_1"), scalar_events(np.arange(POINTS + 1, POINTS + 3) * 10, seed=1))
     spy = ReadSpy(monkeypatch)
     check_json(capsys, logdir, "--cache", str(cache))
-    assert sorted(spy.analysed) == ["job/rank_0", "job/rank_1"]
+    assert sorted(spy.analysed) == ["job/rank_0", "job/rank_1"]  # the cross-rank checks see both
+    assert spy.checked == ["job/rank_1"]  # rank 0's own findings come from the cache
     monkeypatch.undo()
     assert_cache_agrees(capsys, logdir, cache)
 
@@ -170,7 +180,7 @@ def test_new_and_deleted_runs(logdir, tmp_path, capsys):
     (logdir / "mixed").rmdir()
     assert_cache_agrees(capsys, logdir, cache)
     (root,) = cache.iterdir()
-    assert len(list((root / "runs").glob("*.npz"))) == 4  # mixed's state is gone, late's is there
+    assert len(list((root / "runs").glob("*.state"))) == 4  # mixed's state is gone, late's is there
 
 
 def test_a_live_writers_unfinished_record_waits_and_is_read_once_complete(logdir, tmp_path, capsys):
@@ -196,16 +206,25 @@ def test_a_damaged_cache_is_ignored_with_a_note(logdir, tmp_path, capsys):
     cache = tmp_path / "cache"
     assert_cache_agrees(capsys, logdir, cache)
     (root,) = cache.iterdir()
-    states = sorted((root / "runs").glob("*.npz"))
-    states[0].write_bytes(b"not an archive")
+    states = sorted((root / "runs").glob("*.state"))
+    states[0].write_bytes(b"not a saved state")
     states[1].write_bytes(states[1].read_bytes()[:200])  # cut short
-    for report in (root / "reports").glob("*.json"):
-        report.write_text('{"key": ')
-        break
+    report = sorted((root / "reports").glob("*.json"))[0]
+    report.write_text('{"key": ')
     err = assert_cache_agrees(capsys, logdir, cache)
-    assert err.count("ignored: unreadable") == 3
+    for damaged in (states[0], states[1], report):
+        assert f"cache file {damaged} ignored: unreadable" in err
     assert "Traceback" not in err
-    err = assert_cache_agrees(capsys, logdir, cache)  # rewritten whole by the check that ignored them
+    # Every unit's reports gone, every run's own findings damaged: all is analysed again.
+    for report in (root / "reports").glob("*.json"):
+        report.unlink()
+    findings = sorted((root / "findings").glob("*.json"))
+    for path in findings:
+        saved = json.loads(path.read_text())
+        path.write_text(json.dumps({**saved, "findings": [{"severity": "dire"}]}))  # the right key, bad content
+    err = assert_cache_agrees(capsys, logdir, cache)
+    assert len(findings) == 4 and all(f"cache file {path} ignored: unreadable" in err for path in findings)
+    err = assert_cache_agrees(capsys, logdir, cache)  # rewritten whole by the checks that ignored them
     assert "ignored" not in err
 
 
@@ -218,7 +237,7 @@ def test_a_cache_written_by_another_version_is_not_used(logdir, tmp_path, capsys
     spy = ReadSpy(monkeypatch)
     check_json(capsys, logdir, "--cache", str(cache))
     assert all(offset == 0 for _, offset in spy.reads) and len(spy.reads) == 4
-    assert len(spy.analysed) == 4
+    assert len(spy.analysed) == 4 and len(spy.checked) == 4
 
 
 def test_concurrent_checks_sharing_a_cache_while_a_run_grows(logdir, tmp_path, capsys):

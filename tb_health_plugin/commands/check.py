@@ -200,8 +200,8 @@ def check_logdir(
     overrides = {**from_file, **(overrides or {})}
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(f"read {len(runs)} runs, {points:,} scalar points in {time.perf_counter() - started:.1f} s")
-    def analyze(some_runs: list) -> list[dict]:
-        return analyze_runs(some_runs, overrides, lang=lang,
+    def analyze(some_runs: list, run_findings=None) -> list[dict]:
+        return analyze_runs(some_runs, overrides, lang=lang, run_findings=run_findings,
                             on_progress=lambda done, total: progress.every(done, total, "analysed"))
 
     reports = analyze(runs) if cache is None else cache.analyse(runs, overrides, lang, analyze)

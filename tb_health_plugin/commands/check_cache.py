@@ -1,7 +1,7 @@
 """`tb-health check --cache DIR`: re-check a logdir reading only what was appended since the last check.
 
 Per logdir (a folder of DIR named by a hash of its absolute path) the cache holds:
-- `runs/<hash of the run name>.npz`: the run's reading state (`readers/saved_state.py`): offsets,
+- `runs/<hash of the run name>.state`: the run's reading state (`readers/saved_state.py`): offsets,
   file identities and every series as numpy columns. A run whose files were replaced, truncated
   or rewritten is read again in full; its state is never trusted on its word.
 - `reports/<hash of the unit>.json`: the analysed reports of one analysis unit (a run, or every
@@ -65,9 +65,10 @@ class CheckCache:
         self.code = code_fingerprint()
         self.runs_dir = os.path.join(self.root, "runs")
         self.reports_dir = os.path.join(self.root, "reports")
+        self.findings_dir = os.path.join(self.root, "findings")
         self.tokens: dict[str, str] = {}  # run -> data token of its saved state
         self._restored: dict[str, tuple[Any, int]] = {}  # run -> (state restored into the reader, its version)
-        for folder in (self.runs_dir, self.reports_dir):
+        for folder in (self.runs_dir, self.reports_dir, self.findings_dir):
             os.makedirs(folder, mode=0o700, exist_ok=True)
 
     # ----- reading state
@@ -77,7 +78,7 @@ class CheckCache:
         from tb_health_plugin.readers.saved_state import UnusableState, load_run
 
         for entry in os.scandir(self.runs_dir):
-            if not entry.name.endswith(".npz") or entry.name.startswith("."):
+            if not entry.name.endswith(".state") or entry.name.startswith("."):
                 continue
             try:
                 state, token = load_run(entry.path, self.code)
@@ -85,7 +86,7 @@ class CheckCache:
                 if "unreadable" in str(why):
                     self.note(f"cache file {entry.path} ignored: {why}")
                 continue
-            if _name_hash(state.name) + ".npz" != entry.name:
+            if _name_hash(state.name) + ".state" != entry.name:
                 continue
             self._restored[state.name] = (state, state.version)
             self.tokens[state.name] = token
@@ -101,7 +102,7 @@ class CheckCache:
             state = reader._state(name)
             if self._restored.get(name) == (state, state.version):
                 continue  # restored and nothing read into it since: unchanged
-            path = os.path.join(self.runs_dir, _name_hash(name) + ".npz")
+            path = os.path.join(self.runs_dir, _name_hash(name) + ".state")
             token = uuid.uuid4().hex
             self.tokens.pop(name, None)
             try:
@@ -120,10 +121,12 @@ class CheckCache:
     # ----- analysis results
 
     def analyse(self, runs: list, overrides: dict[str, str], lang: str,
-                analyze: Callable[[list], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+                analyze: Callable[..., list[dict[str, Any]]]) -> list[dict[str, Any]]:
         """The rendered reports of `runs` (in their order): reused for units whose runs did not
         change since they were analysed with these overrides, language and code, the others
-        analysed by `analyze(runs of those units)` and saved."""
+        analysed by `analyze(runs of those units, run_findings=...)` and saved; in those, the
+        own findings of runs that did not change (the other ranks of a grown rank's job) are
+        reused too, so only the cross-rank checks and the diagnosis look at them again."""
         units: dict[str, list] = defaultdict(list)
         for run in runs:
             units[unit_of(run.name)].append(run)
@@ -138,17 +141,49 @@ class CheckCache:
                 stale[unit] = (key, members)
         if stale:
             analysed = [run for _, members in stale.values() for run in members]
-            by_name = {run.name: report for run, report in zip(analysed, analyze(analysed), strict=True)}
+            fresh = analyze(analysed, run_findings=self._run_findings(overrides))
+            by_name = {run.name: report for run, report in zip(analysed, fresh, strict=True)}
             reports.update(by_name)
             for unit, (key, members) in stale.items():
                 if key is not None:
                     self._save_unit(unit, key, {run.name: by_name[run.name] for run in members})
-        live = {_name_hash(unit) for unit in units}
-        for entry in os.scandir(self.reports_dir):
-            stem = entry.name.split(".", 1)[0]
-            if not entry.name.startswith(".") and stem not in live:
-                _remove(entry.path)
+        for folder, names in ((self.reports_dir, units), (self.findings_dir, [run.name for run in runs])):
+            live = {_name_hash(name) for name in names}
+            for entry in os.scandir(folder):
+                stem = entry.name.split(".", 1)[0]
+                if not entry.name.startswith(".") and stem not in live:
+                    _remove(entry.path)
         return [reports[run.name] for run in runs]
+
+    def _run_findings(self, overrides: dict[str, str]) -> Callable:
+        """Each run's own findings, from the cache when made from the same data, overrides and code."""
+        from tb_health_plugin.analysis import engine
+        from tb_health_plugin.commands.saved_findings import findings_from_json, findings_to_json
+
+        def run_findings(signals) -> list:
+            token = self.tokens.get(signals.run)
+            if token is None:
+                return engine.findings_for_run(signals)
+            key = hashlib.sha256(json.dumps([CACHE_FORMAT, self.code, sorted(overrides.items()), token])
+                                 .encode("utf-8", "surrogatepass")).hexdigest()
+            path = os.path.join(self.findings_dir, _name_hash(signals.run) + ".json")
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    saved = json.load(handle)
+                if saved["key"] == key:
+                    return findings_from_json(saved["findings"])
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                self.note(f"cache file {path} ignored: unreadable ({type(error).__name__})")
+            found = engine.findings_for_run(signals)
+            try:
+                _write_atomically(path, json.dumps({"key": key, "findings": findings_to_json(found)}))
+            except (OSError, TypeError, ValueError):
+                _remove(path)  # kept for this check only
+            return found
+
+        return run_findings
 
     def _unit_key(self, members: list, overrides: dict[str, str], lang: str) -> str | None:
         tokens = [(run.name, self.tokens.get(run.name)) for run in members]

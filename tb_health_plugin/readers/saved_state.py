@@ -13,8 +13,9 @@ start and just before the offset (SHA-256 of `CHECKED_BYTES` at each place), and
 in place (same size with another modification time). Anything else, or a saved state that cannot
 be parsed, raises `UnusableState` and the run is read again in full.
 
-Files are numpy `.npz` archives (no pickles: `allow_pickle=False`), written to a temporary name
-and renamed into place, so a reader sees a whole state or none even with several writers.
+A file is a JSON header followed by the raw bytes of the numpy columns (read back with one read
+and no unpickling), written to a temporary name and renamed into place, so a reader sees a whole
+state or none even with several writers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import hashlib
 import json
 import os
 import tempfile
-import zipfile
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from tb_health_plugin.readers.writers import FileSpan
 from tb_health_plugin.run_data import Backtrack, ReadNote
 
 STATE_FORMAT = 1  # bump when what is saved changes meaning
+MAGIC = b"tb-health run state\n"
 CHECKED_BYTES = 4096  # hashed at the start of a file and just before its offset
 
 _BUILDERS = {"scalar": ScalarBuilder, "histogram": HistogramBuilder, "text": TextBuilder}
@@ -117,25 +118,56 @@ def save_run(state: _RunState, path: str, code: str, token: str) -> None:
         "skipped_records": state.skipped_records, "last_wall_time": state.last_wall_time,
         "plugin_by_tag": state.tfevents_decoder.plugin_by_tag,
     }
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     folder = os.path.dirname(path) or "."
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".state-", suffix=".npz")
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".state-", suffix=".state")
     try:
         with os.fdopen(handle, "wb") as out:
-            np.savez(out, **arrays)
+            _write_arrays(out, meta, arrays)
         os.replace(temporary, path)
     except BaseException:
         _remove(temporary)
         raise
 
 
+def _write_arrays(out, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    """`MAGIC`, the header's length (8 bytes), the JSON header (`meta` plus where each array
+    lies), then each array's raw bytes, 8-byte aligned: read back with one read, no unpickling."""
+    layout, offset = {}, 0
+    for name, array in arrays.items():
+        array = np.ascontiguousarray(array)
+        layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": offset}
+        offset += -(-array.nbytes // 8) * 8
+    header = json.dumps({"meta": meta, "arrays": layout}).encode()
+    out.write(MAGIC + len(header).to_bytes(8, "little") + header)
+    for array in arrays.values():
+        data = np.ascontiguousarray(array).tobytes()
+        out.write(data + b"\0" * (-len(data) % 8))
+
+
+def _read_arrays(path: str) -> tuple[dict, dict[str, np.ndarray]]:
+    with open(path, "rb") as handle:
+        blob = handle.read()
+    if blob[: len(MAGIC)] != MAGIC:
+        raise ValueError("not a saved run state")
+    size = int.from_bytes(blob[len(MAGIC) : len(MAGIC) + 8], "little")
+    start = len(MAGIC) + 8
+    header = json.loads(blob[start : start + size])
+    body = memoryview(blob)[start + size :]
+    arrays = {}
+    for name, where in header["arrays"].items():
+        dtype, shape = np.dtype(where["dtype"]), tuple(where["shape"])
+        if dtype.hasobject:
+            raise ValueError("object arrays are not saved states")
+        count = int(np.prod(shape, dtype=np.int64))
+        arrays[name] = np.frombuffer(body, dtype=dtype, count=count, offset=where["offset"]).reshape(shape)
+    return header["meta"], arrays
+
+
 def load_run(path: str, code: str) -> tuple[_RunState, str]:
     """The saved state of a local run, checked against its files, and its data token;
     `UnusableState` says why not."""
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-        meta = json.loads(arrays.pop("meta").tobytes())
+        meta, arrays = _read_arrays(path)
         if meta.get("format") != STATE_FORMAT or meta.get("code") != code:
             raise UnusableState("saved by another version of tb-health")
         token = meta["token"]
@@ -144,7 +176,7 @@ def load_run(path: str, code: str) -> tuple[_RunState, str]:
         return _rebuild(meta, arrays), token
     except UnusableState:
         raise
-    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile, EOFError) as error:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
         raise UnusableState(f"unreadable ({type(error).__name__}: {error})") from None
 
 
@@ -172,7 +204,7 @@ def _rebuild(meta: dict, arrays: dict[str, np.ndarray]) -> _RunState:
             setattr(builder, name, GrowableColumn.holding(arrays[f"{key}_{name}"], column._data.dtype))
         if entry["kind"] == "histogram":
             rows = arrays[f"{key}_bucket_rows"]
-            builder.objects = np.split(arrays[f"{key}_buckets"], np.cumsum(rows)[:-1]) if rows.shape[0] else []
+            builder.objects = np.split(arrays[f"{key}_buckets"].copy(), np.cumsum(rows)[:-1]) if rows.shape[0] else []
         elif entry["kind"] == "text":
             builder.objects = list(entry["texts"])
         sizes = {getattr(builder, name).size for name in entry["columns"]}
