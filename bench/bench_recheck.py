@@ -9,23 +9,26 @@ runs' event files, as a live training does:
   (a) every run grows by 1% of its steps;
   (b) 1% of the runs (at least one) grow by 1% of their steps.
 
-CLI: `tb-health check --format json` run as a console command in a fresh process, timed on the
-wall clock, uncached on the full logdir, then `--cache DIR` cold (what filling the cache costs)
-and warm after each growth. The in-process times (`check_logdir`, interpreter start and imports
-left out) are given too, split into reading and analysis. Every cached report is compared byte
+CLI: `tb-health check --format json` run as a console command in a fresh process, its CPU time
+(user + system, from `getrusage`: the shared machine's load changes wall times several-fold)
+taken uncached on the full logdir, then `--cache DIR` cold (what filling the cache costs)
+and warm after each growth. The in-process times (`check_logdir` CPU time, interpreter start and
+imports left out) are given too, split into reading (with the cache: restoring, reading the new
+bytes, saving) and analysis. Every cached report is compared byte
 for byte with an uncached check of the same files.
 
 Plugin: an in-process `HealthService`; its first refresh and analysis of everything, then the
 refresh and re-analysis after each growth (`refresh_now` then the background pass's
-`_analyse_changed`), reading and analysis timed apart.
+`_analyse_changed`), reading and analysis timed apart (CPU time of this process).
 
-Times are medians of `--repeats` runs; the machine is shared, so ratios matter more than seconds.
+Times are medians of `--repeats` runs; ratios matter more than seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,20 +91,26 @@ def grow(logdir: Path, runs: list[int], points: int, steps_so_far: int) -> None:
         write_scalar_events(event_file(logdir, index), steps, series(index, steps), append=True)
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def cli_check(logdir: Path, cache: Path | None = None) -> tuple[float, bytes]:
+    """CPU seconds (user + system) of one `tb-health check` process, and its report."""
     command = [sys.executable, "-m", "tb_health_plugin.cli", "check", "--format", "json", "--progress", "never"]
     if cache is not None:
         command += ["--cache", str(cache)]
-    started = time.perf_counter()
+    before = _children_cpu_s()
     done = subprocess.run([*command, str(logdir)], capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    elapsed = time.perf_counter() - started
+    spent = _children_cpu_s() - before
     if done.returncode not in (0, 1):
         raise RuntimeError(done.stderr.decode())
-    return elapsed, done.stdout
+    return spent, done.stdout
 
 
 def in_process_check(logdir: Path, cache: Path | None = None) -> tuple[float, float]:
-    """(reading, analysis) seconds of `check_logdir` in this process."""
+    """(reading, analysis) CPU seconds of `check_logdir` in this process."""
     from tb_health_plugin.analysis import engine
     from tb_health_plugin.commands import check
 
@@ -109,17 +118,17 @@ def in_process_check(logdir: Path, cache: Path | None = None) -> tuple[float, fl
     original = engine.analyze_runs
 
     def timed(*args, **kwargs):
-        started = time.perf_counter()
+        started = time.process_time()
         try:
             return original(*args, **kwargs)
         finally:
-            timings["analysis"] += time.perf_counter() - started
+            timings["analysis"] += time.process_time() - started
 
     check.analyze_runs = timed
     try:
-        started = time.perf_counter()
+        started = time.process_time()
         check.check_logdir(str(logdir), cache_dir=None if cache is None else str(cache))
-        total = time.perf_counter() - started
+        total = time.process_time() - started
     finally:
         check.analyze_runs = original
     return total - timings["analysis"], timings["analysis"]
@@ -164,20 +173,20 @@ def service_case(base: Path, scratch: Path, grown: list[int], growth_points: int
     logdir = scratch / "service-logdir"
     shutil.copytree(base, logdir)
     service = HealthService(str(logdir), refresh_interval_s=3600)
-    started = time.perf_counter()
+    started = time.process_time()
     service.refresh_now()
-    first_read = time.perf_counter() - started
-    started = time.perf_counter()
+    first_read = time.process_time() - started
+    started = time.process_time()
     service._analyse_changed()
-    first_analysis = time.perf_counter() - started
+    first_analysis = time.process_time() - started
     grow(logdir, grown, growth_points, points)
     analysed_before = service.analysis_count
-    started = time.perf_counter()
+    started = time.process_time()
     service.refresh_now()
-    read = time.perf_counter() - started
-    started = time.perf_counter()
+    read = time.process_time() - started
+    started = time.process_time()
     service._analyse_changed()
-    analysis = time.perf_counter() - started
+    analysis = time.process_time() - started
     units = service.analysis_count - analysed_before
     shutil.rmtree(logdir)
     return {"first_read": first_read, "first_analysis": first_analysis, "read": read, "analysis": analysis,
@@ -202,7 +211,7 @@ def main() -> None:
           f"+{growth_points} steps per grown run")
     full = median_of(args.repeats, lambda: cli_check(base)[0])
     full_read, full_analysis = in_process_check(base)
-    print(f"\nCLI, full check (no cache): {full:.2f} s wall; in process {full_read + full_analysis:.2f} s "
+    print(f"\nCLI, full check (no cache): {full:.2f} CPU s; in process {full_read + full_analysis:.2f} s "
           f"(read {full_read:.2f} s, analysis {full_analysis:.2f} s)")
     print(f"{'case':<22} {'cold cache s':>12} {'re-check s':>11} {'ratio':>7} {'in-process s':>13} "
           f"{'(read':>7} {'analysis)':>10} {'ratio':>7} {'identical':>10}")

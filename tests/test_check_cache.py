@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.event_records import record
+from bench.event_records import masked_crc, record
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.cli import main
 from tb_health_plugin.commands import check as check_command
@@ -261,3 +261,20 @@ def test_cached_reports_of_a_url_logdir_are_not_attempted(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--cache is used for local logdirs only" in err
     assert code == 2 and not (tmp_path / "cache").exists()
+
+
+def test_damage_in_the_logs_is_said_and_sets_the_exit_code_on_every_cached_check(logdir, tmp_path):
+    """Runs with damaged records are read in full each time: the warning and exit code 2 repeat."""
+    path = event_file(logdir / "plain")
+    append_events(path, scalar_events([POINTS * 10 + 10], seed=9, tags=("train/loss",)))
+    header = (1 << 30).to_bytes(8, "little")  # a length that lies: far more than the file holds
+    with open(path, "ab") as out:
+        out.write(header + masked_crc(header).to_bytes(4, "little") + b"lost")
+    append_events(path, scalar_events([POINTS * 10 + 20], seed=9, tags=("train/loss",)))
+    command = [sys.executable, "-m", "tb_health_plugin.cli", "check", "--format", "json", "--progress", "never"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    uncached = subprocess.run([*command, str(logdir)], capture_output=True, env=env)
+    for _ in range(2):  # cold, then warm
+        cached = subprocess.run([*command, "--cache", str(tmp_path / "cache"), str(logdir)], capture_output=True, env=env)
+        assert (cached.returncode, cached.stdout, cached.stderr) == (uncached.returncode, uncached.stdout, uncached.stderr)
+    assert uncached.returncode == 2 and b"claims" in uncached.stderr

@@ -103,6 +103,12 @@ class CheckCache:
             if self._restored.get(name) == (state, state.version):
                 continue  # restored and nothing read into it since: unchanged
             path = os.path.join(self.runs_dir, _name_hash(name) + ".state")
+            if state.skipped_records or state.failed_files:
+                # Damage is said on stderr (and sets the exit code) as it is read: read such a
+                # run in full every time, so every check says it as an uncached one does.
+                self.tokens.pop(name, None)
+                _remove(path)
+                continue
             token = uuid.uuid4().hex
             self.tokens.pop(name, None)
             try:
