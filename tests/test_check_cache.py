@@ -278,3 +278,14 @@ def test_damage_in_the_logs_is_said_and_sets_the_exit_code_on_every_cached_check
         cached = subprocess.run([*command, "--cache", str(tmp_path / "cache"), str(logdir)], capture_output=True, env=env)
         assert (cached.returncode, cached.stdout, cached.stderr) == (uncached.returncode, uncached.stdout, uncached.stderr)
     assert uncached.returncode == 2 and b"claims" in uncached.stderr
+
+
+def test_an_empty_file_replaced_by_one_with_records_is_read(logdir, tmp_path, capsys):
+    empty = logdir / "plain" / "events.out.tfevents.1767000001.later"
+    empty.write_bytes(b"")
+    cache = tmp_path / "cache"
+    assert_cache_agrees(capsys, logdir, cache)
+    other = write_events(tmp_path / "elsewhere", scalar_events(np.arange(POINTS + 1, POINTS + 40) * 10, seed=9,
+                                                               tags=("train/loss",)))
+    os.replace(other, empty)
+    assert_cache_agrees(capsys, logdir, cache)

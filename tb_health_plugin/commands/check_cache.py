@@ -68,7 +68,7 @@ class CheckCache:
         self.findings_dir = os.path.join(self.root, "findings")
         self.tokens: dict[str, str] = {}  # run -> data token of its saved state
         self._restored: dict[str, tuple[Any, int]] = {}  # run -> (state restored into the reader, its version)
-        for folder in (self.runs_dir, self.reports_dir, self.findings_dir):
+        for folder in (self.root, self.runs_dir, self.reports_dir, self.findings_dir):
             os.makedirs(folder, mode=0o700, exist_ok=True)
 
     # ----- reading state

@@ -189,6 +189,8 @@ def _rebuild(meta: dict, arrays: dict[str, np.ndarray]) -> _RunState:
     state = _RunState(meta["name"], meta["writers"], LocalStorage())
     state.notes = {message: ReadNote(kind, message) for kind, message in meta["notes"]}
     for saved in meta["files"]:
+        if not saved["offset"]:
+            continue  # nothing read from it: seen afresh, as a new file (its place in the read order counts)
         file_state = _FileState(EventFile(saved["path"], saved["format"]))
         file_state.offset, file_state.resyncing = int(saved["offset"]), bool(saved["resyncing"])
         file_state.probe = tuple(saved["probe"])
