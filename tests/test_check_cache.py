@@ -181,6 +181,11 @@ def test_new_and_deleted_runs(logdir, tmp_path, capsys):
     assert_cache_agrees(capsys, logdir, cache)
     (root,) = cache.iterdir()
     assert len(list((root / "runs").glob("*.state"))) == 4  # mixed's state is gone, late's is there
+    left_behind = root / "runs" / ".state-left-by-a-killed-check.state"  # a check stopped mid-write
+    left_behind.write_bytes(b"half")
+    os.utime(left_behind, (1, 1))
+    assert_cache_agrees(capsys, logdir, cache)
+    assert not left_behind.exists()
 
 
 def test_a_live_writers_unfinished_record_waits_and_is_read_once_complete(logdir, tmp_path, capsys):

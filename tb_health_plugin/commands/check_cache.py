@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from typing import Any
 from tb_health_plugin.contract import job_of
 
 CACHE_FORMAT = 1
+STALE_TEMPORARY_S = 3600.0  # a temporary file this old was left by a check that stopped mid-write
 _PACKAGE = Path(__file__).resolve().parents[1]
 _code_fingerprint: str | None = None
 
@@ -118,11 +120,7 @@ class CheckCache:
                 self.note(f"cannot write the cache of run {name}: {error.strerror or error}")
                 continue
             self.tokens[name] = token
-        live = {_name_hash(name) for name in names}
-        for entry in os.scandir(self.runs_dir):
-            stem = entry.name.split(".", 1)[0]
-            if not entry.name.startswith(".") and stem not in live:
-                _remove(entry.path)
+        _sweep(self.runs_dir, {_name_hash(name) for name in names})
 
     # ----- analysis results
 
@@ -153,12 +151,8 @@ class CheckCache:
             for unit, (key, members) in stale.items():
                 if key is not None:
                     self._save_unit(unit, key, {run.name: by_name[run.name] for run in members})
-        for folder, names in ((self.reports_dir, units), (self.findings_dir, [run.name for run in runs])):
-            live = {_name_hash(name) for name in names}
-            for entry in os.scandir(folder):
-                stem = entry.name.split(".", 1)[0]
-                if not entry.name.startswith(".") and stem not in live:
-                    _remove(entry.path)
+        _sweep(self.reports_dir, {_name_hash(unit) for unit in units})
+        _sweep(self.findings_dir, {_name_hash(run.name) for run in runs})
         return [reports[run.name] for run in runs]
 
     def _run_findings(self, overrides: dict[str, str]) -> Callable:
@@ -221,6 +215,20 @@ class CheckCache:
             _write_atomically(path, json.dumps({"key": key, "reports": reports}, allow_nan=False))
         except (OSError, ValueError) as error:
             self.note(f"cannot write the cache file {path}: {error}")
+
+
+def _sweep(folder: str, live: set[str]) -> None:
+    """Remove the files of runs or units gone, and temporary files a check stopped mid-write left."""
+    now = time.time()
+    for entry in os.scandir(folder):
+        if entry.name.startswith("."):
+            try:
+                if now - entry.stat().st_mtime > STALE_TEMPORARY_S:
+                    _remove(entry.path)
+            except OSError:
+                pass
+        elif entry.name.split(".", 1)[0] not in live:
+            _remove(entry.path)
 
 
 def _write_atomically(path: str, text: str) -> None:
