@@ -294,3 +294,27 @@ def test_an_empty_file_replaced_by_one_with_records_is_read(logdir, tmp_path, ca
                                                                tags=("train/loss",)))
     os.replace(other, empty)
     assert_cache_agrees(capsys, logdir, cache)
+
+
+def test_mindspore_summaries_written_by_a_real_training_grow_and_recheck_the_same(tmp_path_factory, tmp_path, capsys):
+    """MindSpore's own files (scalars, histograms with NaN/Inf counts, tensors): the second half
+    of what its `SummaryRecord` wrote arrives after a cached check, as from a live training."""
+    import shutil
+
+    from tests.readers_fixtures import mindspore_training_logs, record_offsets
+
+    logdir = tmp_path / "ms"
+    shutil.copytree(mindspore_training_logs(tmp_path_factory), logdir)
+    (summary,) = (logdir / "record").glob("*_MS")
+    whole = summary.read_bytes()
+    records = record_offsets(summary)
+    cut = records[len(records) // 2][0]
+    summary.chmod(0o600)  # MindSpore closes its files read-only
+    summary.write_bytes(whole[:cut])
+    cache = tmp_path / "cache"
+    assert_cache_agrees(capsys, logdir, cache)
+    with open(summary, "ab") as out:
+        out.write(whole[cut:])
+    assert_cache_agrees(capsys, logdir, cache)
+    (root,) = cache.iterdir()
+    assert len(list((root / "runs").glob("*.state"))) == 2  # both MindSpore runs were cached
