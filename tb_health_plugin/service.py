@@ -30,6 +30,7 @@ from tensorboard import errors
 
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.analysis.render import kind_labels, render_run_report
+from tb_health_plugin.analysis.run_findings import RunFindingsMemo
 from tb_health_plugin.contract import job_of
 from tb_health_plugin.logdir_config import (
     LogdirConfig,
@@ -129,6 +130,7 @@ class HealthService:
         self._lock = threading.Lock()  # guards the dicts below; held only briefly
         self._reports: dict[str, tuple[Any, dict[str, Any]]] = {}  # run -> (unit key, report)
         self._unit_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._run_findings = RunFindingsMemo()  # a job re-analysed re-runs the per-run checks of grown ranks only
         self._views = ViewCache()
         self.views_rendered = 0  # responses rendered, not served from the cache
         self._thread: threading.Thread | None = None
@@ -392,7 +394,9 @@ class HealthService:
             if all(c is not None and c[0] == key for c in cached):
                 return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
-            fresh = engine.analyze_runs(runs, dict(overrides), lang=None)
+            keys = {name: (version, overrides) for name, version in key[0]}
+            fresh = engine.analyze_runs(runs, dict(overrides), lang=None,
+                                        run_findings=self._run_findings.for_versions(keys))
             with self._lock:
                 self.analysis_count += 1
                 for name, report in zip(members, fresh, strict=True):
@@ -400,4 +404,5 @@ class HealthService:
                 live = set(self._reader.run_names())
                 for stale in set(self._reports) - live:
                     del self._reports[stale]
+            self._run_findings.forget(live)
             return dict(zip(members, fresh, strict=True))

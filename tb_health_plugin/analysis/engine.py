@@ -54,17 +54,20 @@ def analyze_runs(
     overrides: dict[str, str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     lang: str | None = "en",
+    run_findings: Callable[[RunSignals], list[Event]] | None = None,
 ) -> list[dict[str, Any]]:
     """The contract's `runs` list for these runs, cross-rank checks included.
 
     `overrides` maps a scalar role to a tag (see `roles.resolve_roles`); `on_progress(done,
     total)` is called after each run's own checks. The findings are written in `lang`, or left
     as `Event`s when it is None (`analysis.render.render_run_report` writes them later).
+    `run_findings(signals)` stands for `findings_for_run` (each run's own checks), e.g. to reuse
+    them per data version (`analysis/run_findings.py`).
     """
     signals = {run.name: RunSignals.from_run(run, overrides) for run in runs}
     findings = {}
     for index, (name, run_signals) in enumerate(signals.items(), start=1):
-        findings[name] = findings_for_run(run_signals)
+        findings[name] = (run_findings or findings_for_run)(run_signals)
         if on_progress is not None:
             on_progress(index, len(signals))
     jobs: dict[str, dict[str, RunSignals]] = defaultdict(dict)

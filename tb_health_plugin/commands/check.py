@@ -75,6 +75,14 @@ def register(subparsers) -> None:
         default=None,
         help="language of the findings (default: from the locale, LC_ALL/LC_MESSAGES/LANG; else en)",
     )
+    parser.add_argument(
+        "--cache",
+        metavar="DIR",
+        default=None,
+        help="keep what was read and analysed in DIR (e.g. ~/.cache/tb-health/check), so the next check "
+        "of a local LOGDIR reads only what was appended and re-analyses only the runs that changed; "
+        "the report is the same as without it",
+    )
     parser.set_defaults(func=run)
 
 
@@ -119,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     with read_problems(PROG, lang) as problems:
         try:
-            report = check_logdir(args.logdir, overrides, progress, lang)
+            report = check_logdir(args.logdir, overrides, progress, lang, cache_dir=args.cache)
         except (MissingTagError, LogdirConfigError) as error:
             say(PROG, str(error))
             return EXIT_USAGE
@@ -162,19 +170,30 @@ def logdir_problem(logdir: str, lang: str = "en") -> str | None:
 
 
 def check_logdir(
-    logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None, lang: str = "en"
+    logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None, lang: str = "en",
+    cache_dir: str | None = None,
 ) -> dict:
     """The contract report for every run under `logdir`, its findings written in `lang`, with the
     tag overrides of its `tb-health.toml` (as the Health tab uses them) replaced role by role by
-    `overrides` (`--tag`); `LogdirConfigError` when that file cannot be used."""
-    from tb_health_plugin.readers import read_logdir  # the readers pull in protobuf: import on use
+    `overrides` (`--tag`); `LogdirConfigError` when that file cannot be used. With `cache_dir`,
+    what was read and analysed before is reused there (`check_cache`; the same report)."""
+    from tb_health_plugin.readers.storage import is_url
 
     progress = progress or Progress(sys.stderr, show=False, lang=lang)
     from_file = load_logdir_config(logdir).tags
     progress.say(progress.text("cli.progress.reading", logdir=logdir))
     started = time.perf_counter()
-    runs = read_logdir(logdir, attempts=STORAGE_ATTEMPTS, on_retry=lambda problem, wait_s: progress.warn(
-        progress.text("cli.progress.retry", problem=problem, wait=wait_s)))
+    cache = None
+    if cache_dir is not None and is_url(logdir):
+        progress.warn(progress.text("cli.cache.local_only"))
+    elif cache_dir is not None:
+        from tb_health_plugin.commands.check_cache import CheckCache
+
+        try:
+            cache = CheckCache(cache_dir, logdir, note=progress.warn)
+        except OSError as error:
+            progress.warn(progress.text("cli.cache.unusable", cache=cache_dir, problem=error.strerror or error))
+    runs = _read_runs(logdir, cache, progress)
     check_overrides_present(runs, overrides or {}, progress)
     check_overrides_present(runs, {r: t for r, t in from_file.items() if r not in (overrides or {})}, progress,
                             source=CONFIG_FILE)
@@ -182,8 +201,30 @@ def check_logdir(
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(progress.text("cli.progress.read", runs=len(runs), points=points,
                                seconds=time.perf_counter() - started))
-    reports = analyze_runs(runs, overrides, on_progress=progress.analysed, lang=lang)
+
+    def analyze(some_runs: list, run_findings=None) -> list[dict]:
+        return analyze_runs(some_runs, overrides, lang=lang, run_findings=run_findings,
+                            on_progress=progress.analysed)
+
+    reports = analyze(runs) if cache is None else cache.analyse(runs, overrides, lang, analyze)
     return logdir_report(logdir, reports, lang)
+
+
+def _read_runs(logdir: str, cache, progress: Progress) -> list:
+    """Every run under `logdir`, read in full or, with a cache, resumed from its saved state."""
+    from tb_health_plugin.readers.logdir_reader import LogdirReader, read_logdir, refresh_fully
+
+    def on_retry(problem: str, wait_s: float) -> None:
+        progress.warn(progress.text("cli.progress.retry", problem=problem, wait=wait_s))
+
+    if cache is None:
+        return read_logdir(logdir, attempts=STORAGE_ATTEMPTS, on_retry=on_retry)
+    reader = LogdirReader(logdir)
+    cache.restore(reader)
+    refresh_fully(reader, STORAGE_ATTEMPTS, on_retry)
+    reader.compact()
+    cache.save(reader)
+    return [reader.run(name) for name in reader.run_names()]
 
 
 def check_overrides_present(runs, overrides: dict[str, str], progress: Progress, source: str = "") -> None:

@@ -30,6 +30,13 @@ class GrowableColumn:
         self._data = np.empty(_MIN_CAPACITY, dtype=dtype)
         self.size = 0
 
+    @classmethod
+    def holding(cls, values: np.ndarray, dtype) -> GrowableColumn:
+        """A column whose content is a copy of `values` (a saved state read back)."""
+        column = cls(dtype)
+        column.extend(np.asarray(values, dtype=dtype))
+        return column
+
     def extend(self, values: np.ndarray) -> None:
         needed = self.size + values.shape[0]
         if needed > self._data.shape[0]:
@@ -44,6 +51,12 @@ class GrowableColumn:
             fresh = np.empty(self._data.shape[0], dtype=self._data.dtype)
             fresh[:size] = self._data[:size]
             self._data, self.size = fresh, size
+
+    def compact(self) -> None:
+        """Give back the spare capacity (up to half the buffer after a doubling): for readers
+        that read once and keep the data, such as the CLI. Views handed out keep the old buffer."""
+        if self._data.shape[0] > max(self.size, _MIN_CAPACITY):
+            self._data = self._data[: self.size].copy()
 
     def view(self) -> np.ndarray:
         out = self._data[: self.size]
@@ -83,6 +96,14 @@ class _SeriesBuilder:
 
     def nbytes(self) -> int:
         return self.steps.nbytes + self.wall_times.nbytes
+
+    def columns(self) -> dict[str, GrowableColumn]:
+        """Every numpy column of the series by attribute name (for compaction and saved states)."""
+        return {name: value for name, value in vars(self).items() if isinstance(value, GrowableColumn)}
+
+    def compact(self) -> None:
+        for column in self.columns().values():
+            column.compact()
 
 
 class ScalarBuilder(_SeriesBuilder):

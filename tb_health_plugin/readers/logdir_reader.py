@@ -467,6 +467,16 @@ class LogdirReader:
         with state.lock:
             return [(path, file_state.offset) for path, file_state in sorted(state.files.items())]
 
+    def compact(self) -> None:
+        """Give back every column's spare capacity (for a reader that reads once and keeps the data)."""
+        with self._runs_lock:
+            runs = list(self._runs.values())
+        for run in runs:
+            with run.lock:
+                for builder in [*run.scalars.values(), *run.histograms.values(), *run.texts.values()]:
+                    builder.compact()
+                run._snapshot = None
+
     def memory_bytes(self) -> int:
         """Bytes held by the columnar buffers of every run (capacity, not just the used part)."""
         with self._runs_lock:
@@ -482,11 +492,19 @@ def read_logdir(logdir: str | os.PathLike, formats=FORMATS, attempts: int = 1,
     (`on_retry(problem, wait_s)` before each wait); each attempt reads only what the ones before
     did not. `StorageError` when it still could not be read whole."""
     reader = LogdirReader(logdir, formats)
+    refresh_fully(reader, attempts, on_retry)
+    reader.compact()  # read once and kept: the spare capacity of the growing columns goes back
+    return [reader.run(name) for name in reader.run_names()]
+
+
+def refresh_fully(reader: LogdirReader, attempts: int = 1,
+                  on_retry: Callable[[str, float], None] | None = None) -> None:
+    """Refresh `reader` until everything was read, trying a failing store as `read_logdir` says."""
     backoff = Backoff()
     for attempt in range(1, attempts + 1):
         reader.refresh()
         if reader.problem is None:
-            return [reader.run(name) for name in reader.run_names()]
+            return
         if attempt < attempts:
             backoff.failed()
             if on_retry is not None:
