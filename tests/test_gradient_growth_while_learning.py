@@ -91,9 +91,24 @@ def test_a_zoo_run_whose_logs_carry_no_gradient_norm_gets_no_gradient_label(tmp_
     grad[:9] = [2.4, 12.05, 26.7, 95.1, 404.9, 1960.0, 3252.0, 14180.0, 72160.0]
     loss = np.full(200, np.nan)
     loss[:9] = [2.05, 10.39, np.inf, np.inf, np.inf, np.inf, np.inf, np.inf, np.inf]
-    spec = {"logging": "hf", "log_every": 10, "steps": 200}
+    spec = {"logging": "hooks_logger", "log_every": 1, "steps": 200}
     run = ZooRun(spec, loss, grad, np.full(200, 3.8), np.full(200, 0.01), tmp_path)
     assert "exploding_gradients" in labels_for(run)[0]  # logged with `train/grad_norm`
     no_norm = ZooRun(dict(spec, logging="custom"), loss, grad, run.lr, run.step_time, tmp_path)
     assert "exploding_gradients" not in labels_for(no_norm)[0]
     assert "nonfinite" in labels_for(no_norm)[0]  # what its logs do show
+
+
+def test_a_climb_inside_the_first_logging_interval_is_not_labelled(tmp_path):
+    """The same blow-up logged every 10 steps: the first logged norm is already NaN."""
+    from bench.detection.cases_zoo import ZooRun, labels_for
+
+    grad = np.full(200, np.nan)
+    grad[:9] = [2.4, 12.05, 26.7, 95.1, 404.9, 1960.0, 3252.0, 14180.0, 72160.0]
+    loss = np.full(200, np.nan)
+    loss[:9] = [2.05, 10.39, np.inf, np.inf, np.inf, np.inf, np.inf, np.inf, np.inf]
+    every_10 = ZooRun({"logging": "mindformers", "log_every": 10, "steps": 200}, loss, grad,
+                      np.full(200, 3.8), np.full(200, 0.01), tmp_path)
+    assert "exploding_gradients" not in labels_for(every_10)[0]
+    every_step = ZooRun(dict(every_10.spec, log_every=1), loss, grad, every_10.lr, every_10.step_time, every_10.logs)
+    assert "exploding_gradients" in labels_for(every_step)[0]

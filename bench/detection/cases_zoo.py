@@ -191,7 +191,10 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
         points = True  # a mean over one step is the step
     step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
     grad = run.grad_norm if spec["logging"] in GRAD_NORM_PATHS else np.full(run.grad_norm.shape, np.nan)
-    labels, creep = zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points), step_time)
+    shown = np.zeros(run.grad_norm.size, dtype=bool)
+    shown[logged - 1] = True  # the paths log the norm of the logged step itself
+    labels, creep = zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points), step_time,
+                                         grad_shown=shown)
     if "vanishing_gradients" not in labels and zoo_labels.layer_vanishing(logged_layer_norms(run.logs)):
         labels["vanishing_gradients"] = [int(logged[0])]
     return labels, creep

@@ -30,7 +30,9 @@ Rules, in this order (a run may get several kinds):
    norm grew as the run left a plateau or its flat start, which is healthy (the detector's
    definition, `gradient_norms`, with the same constants and the literature there). Only runs
    whose logs carry a gradient norm (`cases_zoo.GRAD_NORM_PATHS`) get this label or rule 4's
-   global one: a rise nobody logged is no miss, as for spikes. Label: the first step of the rise.
+   global one, and this one only when a logged point of the rise shows a finite norm
+   `EXPLODE_DECADES` up (a blow-up inside the first logging interval shows only as NaN): a
+   rise nobody logged is no miss, as for spikes. Label: the first step of the rise.
 4. vanishing_gradients: gradients too small to train some of the weights, one kind with
    three named sub-causes (the same the detectors report, and what the "mindspore" family's
    deep sigmoid nets are labelled for):
@@ -126,12 +128,14 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
 
 
 def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
-              step_time: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
+              step_time: np.ndarray | None = None,
+              grad_shown: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
     """(kind -> labelled logged steps, slow creep?) for one run.
 
     `visible_step(k, persistent)` maps the raw step index k to the logged step where the logs
     show it, or None when its logging cannot show a one-step event there. `step_time`: the
-    per-step seconds, when the run's logs carry step times.
+    per-step seconds, when the run's logs carry step times. `grad_shown`: which raw steps' gradient
+    norms the logs carry (default: every step's).
     """
     n = loss.size
     window = max(SMOOTH_MIN, n // SMOOTH_DIVISOR)
@@ -162,7 +166,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
         creep = crossing - onset > CREEP_SHARE * n and bool(finite[crossing])
-    explode = exploding_step(grad, window, loss)
+    explode = exploding_step(grad, window, loss, grad_shown)
     if explode is not None:
         labels["exploding_gradients"] = [logged(explode)]
     second = grad[n // 2:]
@@ -215,8 +219,10 @@ def divergence_onset(smooth: np.ndarray, finite: np.ndarray) -> tuple[int, int]:
     return int(np.argmin(level[:crossing])), crossing
 
 
-def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None) -> int | None:
-    """Rule 3: the first step of the rise, or None (also when `loss` shows the run learned through it)."""
+def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None,
+                   shown: np.ndarray | None = None) -> int | None:
+    """Rule 3: the first step of the rise, or None (also when `loss` shows the run learned through
+    it, or when no step the logs carry (`shown`) has a finite norm up by `EXPLODE_DECADES`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log10(np.where(np.isfinite(grad) & (grad > 0), grad, np.nan))
     level = running_median(logs, window)
@@ -229,6 +235,10 @@ def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None
         return None
     rise = int(np.argmax(above))
     end = int(np.flatnonzero(above)[-1]) + 1  # the excursion: to the last step the level stands up
+    span = slice(max(0, rise - window // 2), end + window // 2)  # the steps the centred level read
+    up = np.isfinite(logs[span]) & (logs[span] - np.median(start) >= EXPLODE_DECADES)
+    if shown is not None and not np.any(up & shown[span]):
+        return None  # the rise happened between logged points: the logs cannot show it
     if loss is not None and learned_through(loss, rise, end, window):
         return None
     return rise
