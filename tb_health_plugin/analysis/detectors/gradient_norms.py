@@ -31,7 +31,9 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   onset, by at least `LEARNING_MIN_DROP` (5%, the change under which the stall detector calls
   a run stuck: a learning run gains more) and significantly (one-sided Mann-Whitney U,
   p < `LEARNING_P`; rank-based, so skewed batch noise and the loss's scale do not matter), the
-  run was learning through the rise and it is not reported. A non-finite loss in the excursion
+  run was learning through the rise and it is not reported. (Consecutive losses are correlated,
+  so the test's p understates the chance of a wandering loss looking lower; the 5% floor is
+  what keeps a flat loss from passing.) A non-finite loss in the excursion
   counts as worse than any finite one. The zoo's labels (`bench/detection/zoo_labels.py`,
   rule 3) apply the same test.
 * Climb before a blow-up: a run that goes non-finite within a few points of starting never
