@@ -45,6 +45,7 @@ LOG_EVERY = {"hooks_logger": (1, 5, 10), "hooks_monitor": (1, 5, 10), "custom": 
              "mindformers": (1, 5, 10), "hf": (5, 10, 20), "summary_collector": (1, 5, 10)}
 LR_RANGES = {"sgd": (1e-4, 30.0), "momentum": (1e-5, 10.0), "adam": (1e-6, 1.0), "adamw": (1e-6, 1.0)}
 WINDOW_MAX_PATHS = ("hooks_logger", "hooks_monitor")  # log every step's maximum since the last point
+GRAD_NORM_PATHS = ("hooks_logger", "mindformers", "hf")  # the paths whose logs carry a global gradient norm
 FAMILY = "zoo"  # every case here belongs to this family: run.py skips the module when it is filtered out
 OFFERED_SPLITS = tuple(SPLIT_SEEDS)
 JOBS = 1  # training processes for missing runs (run.py --jobs sets it)
@@ -189,7 +190,11 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     if spec["log_every"] == 1:
         points = True  # a mean over one step is the step
     step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
-    labels, creep = zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time)
+    grad = run.grad_norm if spec["logging"] in GRAD_NORM_PATHS else np.full(run.grad_norm.shape, np.nan)
+    shown = np.zeros(run.grad_norm.size, dtype=bool)
+    shown[logged - 1] = True  # the paths log the norm of the logged step itself
+    labels, creep = zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points), step_time,
+                                         grad_shown=shown)
     if "vanishing_gradients" not in labels and zoo_labels.layer_vanishing(logged_layer_norms(run.logs)):
         labels["vanishing_gradients"] = [int(logged[0])]
     return labels, creep

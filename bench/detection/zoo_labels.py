@@ -23,7 +23,16 @@ Rules, in this order (a run may get several kinds):
    above its median over the first `W` steps (above where it started, not above a low it
    reached by converging: a classifier near zero loss has tiny gradients that grow back by
    decades on its hard batches). A gradient that overflows to Inf with the loss turning NaN
-   the next step is rule 1's business, not this one. Label: the first step of the rise.
+   the next step is rule 1's business, not this one. Nor is a rise the run learned through:
+   when the loss over the rise (its first to its last step with the level up) is lower than
+   over the `W` steps before it by at least `LEARNING_MIN_DROP` (5%) and significantly
+   (one-sided Mann-Whitney U, p < `LEARNING_P`), with a non-finite loss worse than any, the
+   norm grew as the run left a plateau or its flat start, which is healthy (the detector's
+   definition, `gradient_norms`, with the same constants and the literature there). Only runs
+   whose logs carry a gradient norm (`cases_zoo.GRAD_NORM_PATHS`) get this label or rule 4's
+   global one, and this one only when a logged point of the rise shows a finite norm
+   `EXPLODE_DECADES` up (a blow-up inside the first logging interval shows only as NaN): a
+   rise nobody logged is no miss, as for spikes. Label: the first step of the rise.
 4. vanishing_gradients: gradients too small to train some of the weights, one kind with
    three named sub-causes (the same the detectors report, and what the "mindspore" family's
    deep sigmoid nets are labelled for):
@@ -75,6 +84,7 @@ several times the initial loss.
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 SMOOTH_MIN = 5
 SMOOTH_DIVISOR = 50
@@ -84,6 +94,8 @@ REBOUND_MIN_SHARE = 0.25
 ONSET_FACTOR = 2.0
 CREEP_SHARE = 0.10
 EXPLODE_DECADES = 2.0
+LEARNING_MIN_DROP = 0.05
+LEARNING_P = 0.01
 VANISH_FLOOR = 1e-6
 DEPTH_DECADES = 3.0
 DEAD_SHARE = 0.5
@@ -116,12 +128,14 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
 
 
 def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
-              step_time: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
+              step_time: np.ndarray | None = None,
+              grad_shown: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
     """(kind -> labelled logged steps, slow creep?) for one run.
 
     `visible_step(k, persistent)` maps the raw step index k to the logged step where the logs
     show it, or None when its logging cannot show a one-step event there. `step_time`: the
-    per-step seconds, when the run's logs carry step times.
+    per-step seconds, when the run's logs carry step times. `grad_shown`: which raw steps' gradient
+    norms the logs carry (default: every step's).
     """
     n = loss.size
     window = max(SMOOTH_MIN, n // SMOOTH_DIVISOR)
@@ -152,7 +166,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
         creep = crossing - onset > CREEP_SHARE * n and bool(finite[crossing])
-    explode = exploding_step(grad, window)
+    explode = exploding_step(grad, window, loss, grad_shown)
     if explode is not None:
         labels["exploding_gradients"] = [logged(explode)]
     second = grad[n // 2:]
@@ -205,18 +219,43 @@ def divergence_onset(smooth: np.ndarray, finite: np.ndarray) -> tuple[int, int]:
     return int(np.argmin(level[:crossing])), crossing
 
 
-def exploding_step(grad: np.ndarray, window: int) -> int | None:
+def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None,
+                   shown: np.ndarray | None = None) -> int | None:
+    """Rule 3: the first step of the rise, or None (also when `loss` shows the run learned through
+    it, or when no step the logs carry (`shown`) has a finite norm up by `EXPLODE_DECADES`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log10(np.where(np.isfinite(grad) & (grad > 0), grad, np.nan))
     level = running_median(logs, window)
     start = logs[:window][np.isfinite(logs[:window])]
-    rise = None
-    if start.size and np.isfinite(level).any():
-        with np.errstate(invalid="ignore"):
-            above = level - np.median(start) >= EXPLODE_DECADES
-        if above.any():
-            rise = int(np.argmax(above))
+    if not start.size or not np.isfinite(level).any():
+        return None
+    with np.errstate(invalid="ignore"):
+        above = level - np.median(start) >= EXPLODE_DECADES
+    if not above.any():
+        return None
+    rise = int(np.argmax(above))
+    end = int(np.flatnonzero(above)[-1]) + 1  # the excursion: to the last step the level stands up
+    span = slice(max(0, rise - window // 2), end + window // 2)  # the steps the centred level read
+    up = np.isfinite(logs[span]) & (logs[span] - np.median(start) >= EXPLODE_DECADES)
+    if shown is not None and not np.any(up & shown[span]):
+        return None  # the rise happened between logged points: the logs cannot show it
+    if loss is not None and learned_through(loss, rise, end, window):
+        return None
     return rise
+
+
+def learned_through(loss: np.ndarray, start: int, stop: int, window: int) -> bool:
+    """The loss over steps [start, stop) at least `LEARNING_MIN_DROP` and significantly below its
+    `window` steps before `start`; a non-finite loss is worse than any finite one."""
+    before = np.asarray(loss[max(0, start - window):start], dtype=np.float64)
+    during = np.asarray(loss[start:stop], dtype=np.float64)
+    if not before.size or not during.size or not np.isfinite(during).all() or not np.isfinite(before).any():
+        return False
+    before = np.where(np.isfinite(before), before, np.inf)
+    reference = float(np.median(before[np.isfinite(before)]))
+    if reference - float(np.median(during)) < LEARNING_MIN_DROP * abs(reference):
+        return False
+    return bool(mannwhitneyu(during, before, alternative="less").pvalue < LEARNING_P)
 
 
 def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:

@@ -19,6 +19,23 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   its level (the same rolling median) where the norm had its baseline to its median over the
   norm's excursion, by no less than `LOSS_EXPLAINS_DECADES` short of the norm's rise, the norm
   only followed the loss (the loss detectors report that), as in the vanishing rule below.
+* Growth while learning is not exploding either. A norm rising by decades while the loss keeps
+  falling is what training looks like in several healthy regimes: leaving the flat start or a
+  plateau (saddle escape: the gradient grows as the weights leave the small-gradient region,
+  Saxe et al. 2014, Dauphin et al. 2014; a deep sigmoid stack's first layer comes back from
+  1e-4 as the signal starts to flow), or the steady growth of the norm through training that
+  Goodfellow, Bengio & Courville (Deep Learning, 2016, sec. 8.2.1, fig. 8.1) show for a
+  classifier whose error keeps falling. Exploding gradients (Pascanu et al. 2013) do harm
+  through the updates they make: the loss jumps or stops improving. So when the loss (if
+  given) over the norm's excursion is lower than over the `median_window(n)` points before its
+  onset, by at least `LEARNING_MIN_DROP` (5%, the change under which the stall detector calls
+  a run stuck: a learning run gains more) and significantly (one-sided Mann-Whitney U,
+  p < `LEARNING_P`; rank-based, so skewed batch noise and the loss's scale do not matter), the
+  run was learning through the rise and it is not reported. (Consecutive losses are correlated,
+  so the test's p understates the chance of a wandering loss looking lower; the 5% floor is
+  what keeps a flat loss from passing.) A non-finite loss in the excursion
+  counts as worse than any finite one. The zoo's labels (`bench/detection/zoo_labels.py`,
+  rule 3) apply the same test.
 * Climb before a blow-up: a run that goes non-finite within a few points of starting never
   gets a post-warm-up baseline, yet its norm climbing 100x before the NaN is the cause of the
   blow-up. So when the norm turns non-finite, the median of the last `CLIMB_POINTS` finite
@@ -41,6 +58,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
@@ -58,6 +76,8 @@ ONSET_NOISE_MULTIPLE = 3.0  # the onset: where the level first stands 3 noise si
 ONSET_MIN_DECADES = 0.3  # ... and at least 2x
 VANISH_DECADES = 3.0
 LOSS_EXPLAINS_DECADES = 2.0
+LEARNING_MIN_DROP = 0.05  # the loss fell by more than the 5% a stalled run may wander
+LEARNING_P = 0.01  # ... with 1% false evidence of learning for a loss that did not fall
 ABSOLUTE_FLOOR = 1e-8
 MIN_POINTS = 8
 CLIMB_POINTS = 3
@@ -171,6 +191,8 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> _Found | N
     onset = start  # walked back on logged values: the centred level leaks ahead of time
     while onset - 1 >= warm and logs[onset - 1] - typical >= rise:
         onset -= 1
+    if loss is not None and loss_fell_through(loss, onset, stop, median_window(n)):
+        return None  # the run was learning through the rise (module doc)
     window = logs[onset:stop]
     peak = (
         float(np.nanmax(np.where(np.isinf(window) & (window > 0), np.nan, window)))
@@ -277,6 +299,24 @@ def _loss_level_rise(loss: np.ndarray | None, base_index: int, start: int, stop:
         return None
     level = rolling_median(logs, median_window(logs.size), edges="mirror")
     return float(np.nanmedian(logs[start:stop]) - level[base_index])
+
+
+def loss_fell_through(loss: np.ndarray, onset: int, stop: int, width: int) -> bool:
+    """Whether the loss over points [onset, stop) is lower than over the `width` points before
+    `onset`, by at least `LEARNING_MIN_DROP` of the size of its median there and significantly (one-sided
+    Mann-Whitney U, p < `LEARNING_P`). NaN points are missing; +-inf counts as worse than any
+    finite loss (a loss that overflowed did not learn)."""
+    loss = np.asarray(loss, dtype=np.float64)
+    before = loss[max(0, onset - width) : onset]
+    during = loss[onset:stop]
+    before, during = before[~np.isnan(before)], during[~np.isnan(during)]
+    if not before.size or not during.size or np.isinf(during).any() or np.isinf(before).all():
+        return False
+    before = np.where(np.isinf(before), np.inf, before)
+    reference = float(np.median(before[np.isfinite(before)]))
+    if reference - float(np.median(during)) < LEARNING_MIN_DROP * abs(reference):
+        return False
+    return bool(mannwhitneyu(during, before, alternative="less").pvalue < LEARNING_P)
 
 
 def _loss_drop_decades(loss: np.ndarray | None, peak_index: int, start: int, stop: int) -> float | None:
