@@ -28,7 +28,7 @@ from typing import Any
 
 from tensorboard import errors
 
-from tb_health_plugin.analysis import engine
+from tb_health_plugin.analysis import engine, triage
 from tb_health_plugin.analysis.render import kind_labels, render_run_report
 from tb_health_plugin.contract import job_of
 from tb_health_plugin.logdir_config import (
@@ -143,6 +143,7 @@ class HealthService:
         self._overview: dict[str, tuple] = {}  # lang -> (versions and config; response; the reports it rests on)
         self._backoff = Backoff()
         self._next_refresh_at = 0.0  # time.time() of the next refresh
+        self.triage_mode = triage.mode_from_environment()  # ranks trusted from their online verdict
 
     # ----- background work
 
@@ -392,7 +393,8 @@ class HealthService:
             if all(c is not None and c[0] == key for c in cached):
                 return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
-            fresh = engine.analyze_runs(runs, dict(overrides), lang=None)
+            fresh = triage.analyze_unit(runs, dict(overrides), None,
+                                        triage.enabled(self.triage_mode, len(self._reader.run_names())))
             with self._lock:
                 self.analysis_count += 1
                 for name, report in zip(members, fresh, strict=True):

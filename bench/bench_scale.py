@@ -1,0 +1,281 @@
+"""A 10,000-run logdir (1,250 jobs x 8 ranks) served by a real `tensorboard` with the plugin:
+load progress, first listing, first complete analysis, peak memory and the overview route's
+latency, first with every rank analysed in full, then with triage (`analysis/triage.py`: ranks
+trusted from their own online verdict).
+
+The logdir is written once by the hooks themselves (`trainer_hooks.HealthLogger`, its writer and
+its online analysis) and cached under the temporary directory: `TEMPLATE_JOBS` distinct jobs of
+8 ranks, each rank 1,000-2,000 steps at the hooks' default `collect_freq` (every 10th step
+logged: about 10 tags of 100-200 points), some faulty (a NaN loss, a loss spike, a divergence),
+some ranks without online analysis or killed before their final analysis; steps take a simulated
+100 ms (the hooks' `StepClock` driven by a clock of the bench's own); every job of the
+logdir is a hard-linked copy of one of them (same bytes, own run names).
+
+    python bench/bench_scale.py [--modes off,on] [--requests 200]
+
+Figures printed; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+JOBS, RANKS = 1250, 8
+TEMPLATE_JOBS = 125  # distinct jobs written by the hooks; the logdir's jobs are copies of them
+CACHE = Path(tempfile.gettempdir()) / "tb_health_bench_scale_v1"
+ANALYSIS_TIMEOUT_S = 3600.0
+POLL_S = 3.0
+
+
+# ----- the logdir, written by the hooks
+
+
+# job number modulo 20 -> its fault: one job in ten each has a NaN loss, a loss spike or a
+# divergence; one in twenty each has a rank without online analysis or a rank killed before its
+# final analysis; the rest are healthy.
+FAULTS = {0: "nan", 10: "nan", 1: "spike", 11: "spike", 2: "divergence", 12: "divergence",
+          3: "no_online", 13: "killed"}
+
+
+def _fault_of(job: int) -> str:
+    return FAULTS.get(job % 20, "healthy")
+
+
+def write_template_job(job: int, root: str) -> None:
+    """One job of 8 ranks, each written by the hooks as training would (with a custom loop)."""
+    from trainer_hooks.health_logger import HealthLogger
+    from trainer_hooks.timing import StepClock
+
+    rng = np.random.default_rng(job)
+    steps = int(rng.integers(1000, 2001))
+    fault = _fault_of(job)
+    odd_rank = int(rng.integers(1, RANKS))
+    fault_step = int(rng.integers(steps // 3, steps - 100))
+    for rank in range(RANKS):
+        mine = fault == "divergence" or rank == odd_rank
+        logger = HealthLogger(
+            log_dir=os.path.join(root, f"job_{job:04d}"), rank=rank, world_size=RANKS,
+            online_analysis=not (fault == "no_online" and mine),
+            analyze_every=10**9 if fault == "killed" and mine else 10,
+        )
+        now = iter(np.cumsum(0.1 + 0.002 * rng.standard_normal(steps + 1)))  # ~100 ms steps, simulated
+        logger.clock = StepClock(now=lambda now=now: float(next(now)))
+        for step in range(1, steps + 1):
+            loss = 2.0 * math.exp(-step / 400) + 0.3 + 0.03 * rng.standard_normal()
+            grad_norm = 1.0 + 0.05 * rng.standard_normal()
+            if mine and fault == "nan" and step >= fault_step:
+                loss = float("nan")
+            elif mine and fault == "spike" and fault_step <= step < fault_step + 3:
+                loss *= 8.0
+            elif mine and fault == "divergence" and step >= fault_step:
+                loss *= math.exp((step - fault_step) / 150)
+                grad_norm *= math.exp((step - fault_step) / 150)
+            logger.log_step(step, loss, grad_norm=grad_norm, lr=1e-3 * min(1.0, step / 100))
+            if fault == "killed" and mine and step == fault_step:
+                logger.online.analyze_now()  # its last online analysis, then it dies
+        if fault == "killed" and mine:
+            logger.writer.close()  # killed: no final window, no final analysis
+        else:
+            logger.close()
+
+
+def _write_template(args: tuple[int, str]) -> None:
+    write_template_job(*args)
+
+
+def logdir() -> Path:
+    """The cached 10,000-run logdir, written on first use."""
+    done = CACHE / "complete"
+    target = CACHE / "logdir"
+    if done.exists():
+        return target
+    shutil.rmtree(CACHE, ignore_errors=True)
+    templates = CACHE / "templates"
+    templates.mkdir(parents=True)
+    started = time.monotonic()
+    scratch = tempfile.mkdtemp(prefix="bench-scale-")  # the hooks' helpers may write into the cwd
+    with multiprocessing.get_context("spawn").Pool(2, initializer=os.chdir, initargs=(scratch,)) as pool:
+        for index, _ in enumerate(pool.imap_unordered(_write_template, [(j, str(templates)) for j in range(TEMPLATE_JOBS)]), 1):
+            if index % 25 == 0:
+                print(f"  hooks wrote {index}/{TEMPLATE_JOBS} template jobs ({time.monotonic() - started:.0f} s)", flush=True)
+    for job in range(JOBS):
+        source = templates / f"job_{job % TEMPLATE_JOBS:04d}"
+        for rank_dir in source.iterdir():
+            out = target / f"job_{job:04d}" / rank_dir.name
+            out.mkdir(parents=True)
+            for file in rank_dir.iterdir():
+                os.link(file, out / file.name)
+    done.write_text("ok")
+    size = sum(f.stat().st_size for f in templates.rglob("*") if f.is_file())
+    print(f"  logdir written in {time.monotonic() - started:.0f} s: {JOBS * RANKS} runs, "
+          f"{size / TEMPLATE_JOBS / RANKS / 1024:.0f} KiB a run", flush=True)
+    return target
+
+
+# ----- the server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 900) -> tuple[bytes, float]:
+    started = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        body = response.read()
+    return body, time.perf_counter() - started
+
+
+class MemorySampler(threading.Thread):
+    """Peak RSS of the server's process and of its whole tree (with the data server)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.process = psutil.Process(pid)
+        self.peak_main = self.peak_tree = self.now_main = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            with contextlib.suppress(psutil.Error):
+                main = self.process.memory_info().rss
+                tree = main + sum(c.memory_info().rss for c in self.process.children(recursive=True))
+                self.now_main = main
+                self.peak_main, self.peak_tree = max(self.peak_main, main), max(self.peak_tree, tree)
+
+
+@contextlib.contextmanager
+def tensorboard(logdir: Path, triage_mode: str):
+    port = _free_port()
+    command = [str(Path(sys.executable).with_name("tensorboard")), "--logdir", str(logdir),
+               "--host", "127.0.0.1", "--port", str(port)]
+    env = dict(os.environ, TB_HEALTH_TRIAGE=triage_mode, TF_CPP_MIN_LOG_LEVEL="3")
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def measure(logdir: Path, triage_mode: str, requests: int) -> dict:
+    runs_url = None
+    with tensorboard(logdir, triage_mode) as (process, base):
+        started = time.monotonic()
+        sampler = MemorySampler(process.pid)
+        sampler.start()
+        while True:
+            try:
+                _get(base + "/data/plugins_listing", timeout=5)
+                break
+            except OSError:
+                if process.poll() is not None:
+                    raise RuntimeError("tensorboard exited") from None
+                time.sleep(0.3)
+        up = time.monotonic() - started
+        print(f"  [{triage_mode}] server up after {up:.1f} s", flush=True)
+        runs_url = base + "/data/plugin/health/runs"
+        first_listing = first_analysis = None
+        while True:
+            body, _ = _get(runs_url)
+            overview = json.loads(body)
+            elapsed = time.monotonic() - started
+            listed = len(overview["runs"])
+            analysed = sum(run["status"] != "pending" for run in overview["runs"])
+            print(f"  [{triage_mode}] {elapsed:7.1f} s: {listed} runs listed, {analysed} analysed, "
+                  f"RSS {sampler.now_main / 2**20:.0f} MiB", flush=True)
+            if first_listing is None and listed == JOBS * RANKS:
+                first_listing = elapsed
+            if listed == JOBS * RANKS and analysed == listed:
+                first_analysis = elapsed
+                break
+            if elapsed > ANALYSIS_TIMEOUT_S:
+                break
+            time.sleep(POLL_S)
+        latencies = [_get(runs_url)[1] for _ in range(requests)]
+        sampler.stop.set()
+        sampler.join()
+    latencies.sort()
+    jobs = overview["jobs"]
+    return {
+        "mode": triage_mode,
+        "server_up_s": up,
+        "first_listing_s": first_listing,
+        "first_analysis_s": first_analysis,
+        "peak_rss_main_mib": sampler.peak_main / 2**20,
+        "peak_rss_tree_mib": sampler.peak_tree / 2**20,
+        "overview_p50_ms": 1000 * statistics.median(latencies),
+        "overview_p95_ms": 1000 * latencies[max(0, math.ceil(0.95 * len(latencies)) - 1)],
+        "overview_bytes": len(body),
+        "job_status": {job["job"]: job["status"] for job in jobs},
+        "job_statuses": dict(Counter(job["status"] for job in jobs)),
+        "ranks_by_analysis": dict(Counter(run.get("analysis", "full") for run in overview["runs"])),
+        "full_reasons": dict(Counter(run["analysis_reason"] for run in overview["runs"] if "analysis_reason" in run)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default="off,on", help="triage modes to measure, in order (off, on, auto)")
+    parser.add_argument("--requests", type=int, default=200, help="overview requests timed after the load")
+    args = parser.parse_args()
+    print(f"logdir: {JOBS} jobs x {RANKS} ranks, cached in {CACHE}", flush=True)
+    target = logdir()
+    results = [measure(target, mode, args.requests) for mode in args.modes.split(",")]
+    print()
+    print("| triage | first listing | all analysed | peak RSS (server / with data server) | overview p50 / p95 | overview size | ranks analysed in full | job verdicts |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        def seconds(value):
+            return "not within the timeout" if value is None else f"{value:.0f} s"
+        print(f"| {r['mode']} | {seconds(r['first_listing_s'])} | {seconds(r['first_analysis_s'])} | "
+              f"{r['peak_rss_main_mib']:.0f} / {r['peak_rss_tree_mib']:.0f} MiB | "
+              f"{r['overview_p50_ms']:.0f} / {r['overview_p95_ms']:.0f} ms | {r['overview_bytes'] / 2**20:.1f} MiB | "
+              f"{r['ranks_by_analysis'].get('full', 0)} of {JOBS * RANKS} | {r['job_statuses']} |")
+    for r in results:
+        if r["full_reasons"]:
+            print(f"  [{r['mode']}] why analysed in full: {r['full_reasons']}")
+    if len(results) >= 2:
+        a, b = results[0], results[-1]
+        same = sum(a["job_status"].get(job) == status for job, status in b["job_status"].items())
+        print(f"  job verdicts equal between {a['mode']} and {b['mode']}: {same} of {len(b['job_status'])}")
+        differ = [(job, a["job_status"].get(job), status) for job, status in b["job_status"].items()
+                  if a["job_status"].get(job) != status]
+        for job, before, after in differ[:10]:
+            print(f"    {job}: {before} -> {after}")
+        if a["first_analysis_s"] and b["first_analysis_s"]:
+            print(f"  triage saves {a['first_analysis_s'] - b['first_analysis_s']:.0f} s of the first analysis "
+                  f"and {a['peak_rss_main_mib'] - b['peak_rss_main_mib']:.0f} MiB of peak RSS")
+
+
+if __name__ == "__main__":
+    main()
