@@ -43,7 +43,7 @@ import psutil
 JOBS, RANKS = 1250, 8
 TEMPLATE_JOBS = 125  # distinct jobs written by the hooks; the logdir's jobs are copies of them
 CACHE = Path(tempfile.gettempdir()) / "tb_health_bench_scale_v1"
-ANALYSIS_TIMEOUT_S = 3600.0
+ANALYSIS_TIMEOUT_S = 3600.0  # of waiting for the server's first complete analysis
 POLL_S = 3.0
 
 
@@ -155,6 +155,7 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True)
         self.process = psutil.Process(pid)
         self.peak_main = self.peak_tree = self.now_main = 0
+        self.cpu_s = 0.0  # the server process's CPU seconds (user + system), contention-independent
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -163,6 +164,8 @@ class MemorySampler(threading.Thread):
                 main = self.process.memory_info().rss
                 tree = main + sum(c.memory_info().rss for c in self.process.children(recursive=True))
                 self.now_main = main
+                times = self.process.cpu_times()
+                self.cpu_s = times.user + times.system
                 self.peak_main, self.peak_tree = max(self.peak_main, main), max(self.peak_tree, tree)
 
 
@@ -187,7 +190,7 @@ def tensorboard(logdir: Path, triage_mode: str):
         log.close()
 
 
-def measure(logdir: Path, triage_mode: str, requests: int) -> dict:
+def measure(logdir: Path, triage_mode: str, requests: int, timeout_s: float) -> dict:
     runs_url = None
     with tensorboard(logdir, triage_mode) as (process, base):
         started = time.monotonic()
@@ -204,21 +207,25 @@ def measure(logdir: Path, triage_mode: str, requests: int) -> dict:
         up = time.monotonic() - started
         print(f"  [{triage_mode}] server up after {up:.1f} s", flush=True)
         runs_url = base + "/data/plugin/health/runs"
-        first_listing = first_analysis = None
+        first_listing = first_analysis = listing_cpu = analysis_cpu = None
         while True:
             body, _ = _get(runs_url)
             overview = json.loads(body)
             elapsed = time.monotonic() - started
             listed = len(overview["runs"])
             analysed = sum(run["status"] != "pending" for run in overview["runs"])
-            print(f"  [{triage_mode}] {elapsed:7.1f} s: {listed} runs listed, {analysed} analysed, "
+            reading = overview.get("reading")
+            read = f" (reading: {reading['runs_read']} of {reading['runs_found']} runs read)" if reading else ""
+            print(f"  [{triage_mode}] {elapsed:7.1f} s: {listed} runs listed{read}, {analysed} analysed, "
                   f"RSS {sampler.now_main / 2**20:.0f} MiB", flush=True)
             if first_listing is None and listed == JOBS * RANKS:
-                first_listing = elapsed
+                first_listing, listing_cpu = elapsed, sampler.cpu_s
             if listed == JOBS * RANKS and analysed == listed:
-                first_analysis = elapsed
+                first_analysis, analysis_cpu = elapsed, sampler.cpu_s
                 break
-            if elapsed > ANALYSIS_TIMEOUT_S:
+            if elapsed > timeout_s:
+                print(f"  [{triage_mode}] stopped waiting after {timeout_s:.0f} s: {analysed} runs analysed "
+                      f"with {sampler.cpu_s:.0f} CPU s", flush=True)
                 break
             time.sleep(POLL_S)
         latencies = [_get(runs_url)[1] for _ in range(requests)]
@@ -231,6 +238,9 @@ def measure(logdir: Path, triage_mode: str, requests: int) -> dict:
         "server_up_s": up,
         "first_listing_s": first_listing,
         "first_analysis_s": first_analysis,
+        "listing_cpu_s": listing_cpu,
+        "analysis_cpu_s": analysis_cpu,
+        "analysed": analysed,
         "peak_rss_main_mib": sampler.peak_main / 2**20,
         "peak_rss_tree_mib": sampler.peak_tree / 2**20,
         "overview_p50_ms": 1000 * statistics.median(latencies),
@@ -243,38 +253,82 @@ def measure(logdir: Path, triage_mode: str, requests: int) -> dict:
     }
 
 
+def analysis_cpu() -> dict:
+    """CPU seconds of the analysis of the distinct jobs in this process, every rank in full vs
+    triage, and whether each job's verdict is the same both ways. CPU time, not wall time: the
+    machine may be shared. The logdir's jobs are byte-identical copies of these, so its analysis
+    costs `JOBS / TEMPLATE_JOBS` times as much."""
+    from tb_health_plugin.analysis import engine, triage
+    from tb_health_plugin.readers import LogdirReader
+
+    reader = LogdirReader(CACHE / "templates")
+    started = time.process_time()
+    reader.refresh()
+    read_s = time.process_time() - started
+    full_s = triage_s = 0.0
+    same, trusted, runs_total = 0, 0, 0
+    order = ("no_data", "healthy", "warning", "critical")
+    by_job: dict[str, list[str]] = {}
+    for name in reader.run_names():
+        by_job.setdefault(name.split("/")[0], []).append(name)
+    for members in by_job.values():
+        runs = [reader.run(name) for name in members]
+        started = time.process_time()
+        full = engine.analyze_runs(runs, lang=None)
+        full_s += time.process_time() - started
+        started = time.process_time()
+        triaged = triage.analyze_unit(runs, lang=None, triage=True)
+        triage_s += time.process_time() - started
+        same += max((r["status"] for r in full), key=order.index) == max((r["status"] for r in triaged), key=order.index)
+        trusted += sum(r["analysis"] == triage.ONLINE for r in triaged)
+        runs_total += len(runs)
+    return {"runs": runs_total, "jobs": len(by_job), "read_s": read_s, "full_s": full_s, "triage_s": triage_s,
+            "same_verdict": same, "trusted": trusted}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default="off,on", help="triage modes to measure, in order (off, on, auto)")
+    parser.add_argument("--modes", default="on,off", help="triage modes of the server runs, in order (on, off, auto)")
     parser.add_argument("--requests", type=int, default=200, help="overview requests timed after the load")
+    parser.add_argument("--timeout", type=float, default=ANALYSIS_TIMEOUT_S, help="seconds to wait for each first analysis")
+    parser.add_argument("--no-cpu", action="store_true", help="skip the in-process CPU comparison")
     args = parser.parse_args()
     print(f"logdir: {JOBS} jobs x {RANKS} ranks, cached in {CACHE}", flush=True)
     target = logdir()
-    results = [measure(target, mode, args.requests) for mode in args.modes.split(",")]
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    if not args.no_cpu:
+        cpu = analysis_cpu()
+        scale = JOBS / cpu["jobs"]
+        print(f"\nin-process CPU over the {cpu['jobs']} distinct jobs ({cpu['runs']} runs): read {cpu['read_s']:.1f} s, "
+              f"analysis in full {cpu['full_s']:.1f} s ({1000 * cpu['full_s'] / cpu['runs']:.0f} ms a run), "
+              f"with triage {cpu['triage_s']:.1f} s ({1000 * cpu['triage_s'] / cpu['runs']:.0f} ms a run, "
+              f"{cpu['trusted']} of {cpu['runs']} ranks trusted); for the {JOBS * RANKS} runs: "
+              f"{scale * cpu['full_s']:.0f} vs {scale * cpu['triage_s']:.0f} CPU s; "
+              f"job verdict the same both ways: {cpu['same_verdict']} of {cpu['jobs']} jobs", flush=True)
+    results = []
+    for mode in args.modes.split(","):
+        results.append(measure(target, mode, args.requests, args.timeout))
+        print(f"  load average: {os.getloadavg()[0]:.1f}", flush=True)
     print()
-    print("| triage | first listing | all analysed | peak RSS (server / with data server) | overview p50 / p95 | overview size | ranks analysed in full | job verdicts |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| triage | first listing (server CPU) | all analysed (server CPU) | peak RSS server / with data server "
+          "| overview p50 / p95 | overview size | ranks analysed in full |")
+    print("|---|---|---|---|---|---|---|")
+
+    def seconds(value, cpu_s):
+        return "not within the timeout" if value is None else f"{value:.0f} s ({cpu_s:.0f} CPU s)"
+
     for r in results:
-        def seconds(value):
-            return "not within the timeout" if value is None else f"{value:.0f} s"
-        print(f"| {r['mode']} | {seconds(r['first_listing_s'])} | {seconds(r['first_analysis_s'])} | "
+        print(f"| {r['mode']} | {seconds(r['first_listing_s'], r['listing_cpu_s'])} | "
+              f"{seconds(r['first_analysis_s'], r['analysis_cpu_s'])} | "
               f"{r['peak_rss_main_mib']:.0f} / {r['peak_rss_tree_mib']:.0f} MiB | "
               f"{r['overview_p50_ms']:.0f} / {r['overview_p95_ms']:.0f} ms | {r['overview_bytes'] / 2**20:.1f} MiB | "
-              f"{r['ranks_by_analysis'].get('full', 0)} of {JOBS * RANKS} | {r['job_statuses']} |")
+              f"{r['ranks_by_analysis'].get('full', 0)} of {JOBS * RANKS} |")
     for r in results:
-        if r["full_reasons"]:
-            print(f"  [{r['mode']}] why analysed in full: {r['full_reasons']}")
+        print(f"  [{r['mode']}] job verdicts: {r['job_statuses']}; why analysed in full: {r['full_reasons']}")
     if len(results) >= 2:
         a, b = results[0], results[-1]
         same = sum(a["job_status"].get(job) == status for job, status in b["job_status"].items())
         print(f"  job verdicts equal between {a['mode']} and {b['mode']}: {same} of {len(b['job_status'])}")
-        differ = [(job, a["job_status"].get(job), status) for job, status in b["job_status"].items()
-                  if a["job_status"].get(job) != status]
-        for job, before, after in differ[:10]:
-            print(f"    {job}: {before} -> {after}")
-        if a["first_analysis_s"] and b["first_analysis_s"]:
-            print(f"  triage saves {a['first_analysis_s'] - b['first_analysis_s']:.0f} s of the first analysis "
-                  f"and {a['peak_rss_main_mib'] - b['peak_rss_main_mib']:.0f} MiB of peak RSS")
 
 
 if __name__ == "__main__":

@@ -158,7 +158,8 @@ class HealthPlugin(base_plugin.TBPlugin):
             return _json(request, {"logdir": "", "language": lang, "kinds": kind_labels(lang), "runs": [],
                                    "jobs": [], "config": None, "storage": None})
         # the overview is cached per data version; the store's state changes without new data
-        return _json(request, {**self._service.overview(lang=lang), "storage": self._service.storage_status()})
+        return _json(request, {**self._service.overview(lang=lang), "storage": self._service.storage_status(),
+                               "reading": self._service.reading_status()})
 
     def _serve_report(self, request):
         service = self._require_service()

@@ -194,6 +194,14 @@ class HealthService:
             "retry_in_s": round(max(0.0, self._next_refresh_at - time.time()), 1),
         }
 
+    def reading_status(self) -> dict[str, int] | None:
+        """During the first read of the logdir (minutes for 10,000 runs, and no run is listed
+        before it ends): how many of the runs found were read so far; None after it."""
+        reading = self._reader.reading
+        if reading is None or self._first_refresh.is_set():
+            return None
+        return {"runs_read": reading[0], "runs_found": reading[1]}
+
     def _reload_config(self) -> None:
         signature = config_signature(self.logdir)
         if self.refresh_count and signature == self._config_signature:

@@ -5,6 +5,7 @@ job's verdict against the full analysis of every rank."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from tb_health_plugin import contract
 from tb_health_plugin.analysis import engine, triage
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.service import HealthService
+from tests.browser import HealthTab, browser_page, chromium_path
+from tests.tensorboard_server import get_json, running_tensorboard
 from trainer_hooks.health_logger import HealthLogger
 from trainer_hooks.timing import StepClock
 
@@ -141,7 +144,29 @@ def test_the_overview_says_which_ranks_were_trusted(job_logdir, monkeypatch):
     assert (runs["job/rank_1"]["analysis"], runs["job/rank_1"]["analysis_reason"]) == ("full", "reported")
     jobs = {row["job"]: row for row in overview["jobs"]}
     assert jobs["job_killed"]["status"] == "critical"
-    assert jobs["job_killed"]["analysis"] == {
+    assert jobs["job_killed"]["triage"] == {
         "full": ["job_killed/rank_0", "job_killed/rank_2"],
         "online": ["job_killed/rank_1", "job_killed/rank_3"],
     }
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_the_tab_says_which_ranks_were_trusted(job_logdir):
+    """A real TensorBoard (triage on) and the tab in headless Chromium: the job row counts the ranks
+    analysed in full and those trusted; a trusted rank's row carries the online-verdict chip."""
+    env = {**os.environ, triage.ENV_MODE: "on"}
+    with running_tensorboard(job_logdir, env=env) as base, browser_page() as page:
+        get_json(base + "/data/plugin/health/runs", timeout=120)
+        tab = HealthTab(page, base).open()
+        note = tab.wait_until(
+            "w => w.document.querySelector(`tr.job-row[data-job='job_killed'] .triage-note`)?.textContent"
+        )
+        assert "2 analysed in full, 2 trusted from their online verdict" in note
+        chips = tab.eval("""w => Object.fromEntries([...w.document.querySelectorAll('tr.run-row')].map(
+            r => [r.dataset.run, !!r.querySelector('.online-verdict')]))""")
+        assert chips == {
+            "job/rank_0": False, "job/rank_1": False, "job/rank_2": False, "job/rank_3": True,
+            "job_killed/rank_0": False, "job_killed/rank_1": True, "job_killed/rank_2": False,
+            "job_killed/rank_3": True,
+        }

@@ -60,7 +60,7 @@ def job_summary(job: str, members: list[dict[str, Any]]) -> dict[str, Any]:
     updates = [m["last_update"] for m in members if m["last_update"] is not None]
     triage = {}
     if any("analysis" in m for m in members):  # which ranks' verdicts rest on a full analysis
-        triage["analysis"] = {
+        triage["triage"] = {
             way: sorted(m["run"] for m in members if m.get("analysis") == way) for way in ("full", "online")
         }
     return {
