@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import math
 import multiprocessing
@@ -142,10 +143,16 @@ def _free_port() -> int:
 
 
 def _get(url: str, timeout: float = 900) -> tuple[bytes, float]:
+    """(the body as sent, seconds); asks for gzip as a browser does."""
     started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         body = response.read()
     return body, time.perf_counter() - started
+
+
+def _json(body: bytes):
+    return json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
 
 
 class MemorySampler(threading.Thread):
@@ -210,7 +217,7 @@ def measure(logdir: Path, triage_mode: str, requests: int, timeout_s: float) -> 
         first_listing = first_analysis = listing_cpu = analysis_cpu = None
         while True:
             body, _ = _get(runs_url)
-            overview = json.loads(body)
+            overview = _json(body)
             elapsed = time.monotonic() - started
             listed = len(overview["runs"])
             analysed = sum(run["status"] != "pending" for run in overview["runs"])
@@ -245,7 +252,8 @@ def measure(logdir: Path, triage_mode: str, requests: int, timeout_s: float) -> 
         "peak_rss_tree_mib": sampler.peak_tree / 2**20,
         "overview_p50_ms": 1000 * statistics.median(latencies),
         "overview_p95_ms": 1000 * latencies[max(0, math.ceil(0.95 * len(latencies)) - 1)],
-        "overview_bytes": len(body),
+        "overview_bytes": len(body),  # as sent (gzipped when the server gzips)
+        "overview_json_bytes": len(json.dumps(overview)),
         "job_status": {job["job"]: job["status"] for job in jobs},
         "job_statuses": dict(Counter(job["status"] for job in jobs)),
         "ranks_by_analysis": dict(Counter(run.get("analysis", "full") for run in overview["runs"])),
@@ -308,7 +316,10 @@ def main() -> None:
     results = []
     for mode in args.modes.split(","):
         results.append(measure(target, mode, args.requests, args.timeout))
-        print(f"  load average: {os.getloadavg()[0]:.1f}", flush=True)
+        r = results[-1]
+        print(f"  [{mode}] overview p50/p95 {r['overview_p50_ms']:.0f}/{r['overview_p95_ms']:.0f} ms, peak RSS "
+              f"{r['peak_rss_main_mib']:.0f} MiB ({r['peak_rss_tree_mib']:.0f} with the data server); "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
     print()
     print("| triage | first listing (server CPU) | all analysed (server CPU) | peak RSS server / with data server "
           "| overview p50 / p95 | overview size | ranks analysed in full |")
@@ -321,7 +332,7 @@ def main() -> None:
         print(f"| {r['mode']} | {seconds(r['first_listing_s'], r['listing_cpu_s'])} | "
               f"{seconds(r['first_analysis_s'], r['analysis_cpu_s'])} | "
               f"{r['peak_rss_main_mib']:.0f} / {r['peak_rss_tree_mib']:.0f} MiB | "
-              f"{r['overview_p50_ms']:.0f} / {r['overview_p95_ms']:.0f} ms | {r['overview_bytes'] / 2**20:.1f} MiB | "
+              f"{r['overview_p50_ms']:.0f} / {r['overview_p95_ms']:.0f} ms | {r['overview_bytes'] / 2**20:.1f} MiB sent, {r['overview_json_bytes'] / 2**20:.1f} MiB of JSON | "
               f"{r['ranks_by_analysis'].get('full', 0)} of {JOBS * RANKS} |")
     for r in results:
         print(f"  [{r['mode']}] job verdicts: {r['job_statuses']}; why analysed in full: {r['full_reasons']}")
