@@ -34,7 +34,7 @@ from tb_health_plugin.run_data import RunData
 
 ENV_MODE = "TB_HEALTH_TRIAGE"  # "auto" (default), "on" or "off"
 MODES = ("auto", "on", "off")
-# In "auto", triage starts at this many runs. A full analysis costs a few tens of ms per
+# In "auto", triage starts at this many runs. A full analysis costs about 25 ms of CPU per
 # hook-written run (bench/bench_scale.py), so a logdir below this is analysed in full within a
 # minute on one core, and its users get the offline analysis of every rank; above it the full
 # analysis takes minutes and triage is what keeps the first verdicts coming.
