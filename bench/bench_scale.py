@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import gzip
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -101,6 +102,7 @@ def write_template_job(job: int, root: str) -> None:
 
 
 def _write_template(args: tuple[int, str]) -> None:
+    logging.getLogger("trainer_hooks").setLevel(logging.CRITICAL + 1)  # the faults' findings, printed by the hooks
     write_template_job(*args)
 
 
