@@ -84,6 +84,10 @@ EVAL_PREFIX = "eval/"  # + the metric's name, from `log_eval`
 EVAL_LOSS = EVAL_PREFIX + "loss"
 FINDINGS = "health/findings"  # text: the hooks' online findings, one JSON object each
 NOTES = "health/notes"  # text: what the hooks could not log, said once
+# scalar: after each online analysis, at the last step it covered, the run's online verdict as
+# its index in STATUSES (0 healthy, 1 warning, 2 critical, 3 no_data). A rank reporting nothing
+# is told apart from one that was never analysed online (`analysis/triage.py` trusts only the former).
+ONLINE_VERDICT = "health/online_verdict"
 
 # Per-parameter scalars and histograms: prefix + parameter name.
 PARAM_GRAD_NORM_PREFIX = "grad_norm/"

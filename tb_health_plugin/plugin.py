@@ -29,6 +29,7 @@ from tb_health_plugin.i18n import LANGUAGES
 from tb_health_plugin.service import HealthService
 from tb_health_plugin.views import envelope as envelope_view
 from tb_health_plugin.views import heatmap as heatmap_view
+from tb_health_plugin.views.response_cache import ResponseCache
 
 PLUGIN_NAME = "health"
 TAB_NAME = "Health"
@@ -106,6 +107,7 @@ class HealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext):
         self._logdir = context.logdir or ""
         self._service = HealthService(self._logdir) if self._logdir else None
+        self._runs_bodies = ResponseCache()  # the overview's JSON, rendered once per overview
 
     def is_active(self) -> bool:
         # Cheap on purpose: TensorBoard calls this often; the tab itself says when there is no data.
@@ -148,7 +150,9 @@ class HealthPlugin(base_plugin.TBPlugin):
             return _json(request, {"logdir": "", "language": lang, "kinds": kind_labels(lang), "runs": [],
                                    "jobs": [], "config": None, "storage": None})
         # the overview is cached per data version; the store's state changes without new data
-        return _json(request, {**self._service.overview(lang=lang), "storage": self._service.storage_status()})
+        overview = self._service.overview(lang=lang)
+        extras = {"storage": self._service.storage_status(), "reading": self._service.reading_status()}
+        return self._runs_bodies.respond(request, lang, overview, extras, lambda: json_body({**overview, **extras}))
 
     def _serve_report(self, request):
         service = self._require_service()

@@ -80,6 +80,7 @@ class HealthLogger:
                 options.findings_min_severity,
                 options.analyze,
                 lang=self.lang,
+                on_analysed=self._on_analysed,
             )
             if options.online_analysis
             else None
@@ -314,6 +315,12 @@ class HealthLogger:
             )
         except (ConfigError, OSError) as error:
             raise ValueError(f"notify: {error}") from None
+
+    def _on_analysed(self, step: int, status: str) -> None:
+        """Say in the log that the online analysis covered the run up to `step`, and its verdict
+        (`contract.ONLINE_VERDICT`): a reader may then trust a rank that reported nothing."""
+        if status in contract.STATUSES:
+            self.writer.scalar(contract.ONLINE_VERDICT, float(contract.STATUSES.index(status)), step)
 
     def _on_findings(self, findings: list[dict]) -> None:
         if self._notify is not None:

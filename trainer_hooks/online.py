@@ -104,12 +104,14 @@ class OnlineAnalyzer:
         analyze: Analyze | None = None,
         clock: Callable[[], float] = time.monotonic,
         lang: str = "en",
+        on_analysed: Callable[[int, str], None] | None = None,
     ) -> None:
         self.run_name = run_name
         self._clock = clock  # seconds, for spacing the analyses; tests drive a clock of their own
         self.every = every
         self.min_rank = SEVERITY_RANK[min_severity]
         self._on_new_findings = on_new_findings
+        self._on_analysed = on_analysed  # (last step analysed, the run's status) after each analysis
         self._analyze = analyze
         self.lang = lang
         self._scalars: dict[str, BoundedSeries] = defaultdict(BoundedSeries)
@@ -157,7 +159,8 @@ class OnlineAnalyzer:
         try:
             if self._analyze is None:
                 self._analyze = default_analyze(self.lang)
-            report = self._analyze(self.run_data())
+            data = self.run_data()
+            report = self._analyze(data)
         except Exception as error:  # the analysis must never break training
             self._disabled = True
             logger.warning("tb-health: online analysis disabled after an error: %s: %s", type(error).__name__, error)
@@ -174,6 +177,9 @@ class OnlineAnalyzer:
             new.append(finding)
         if new:
             self._on_new_findings(new)
+        steps = data.step_range()
+        if self._on_analysed is not None and steps is not None:
+            self._on_analysed(steps[1], str(report.get("status")))  # after the findings: they come first in the log
         return new
 
     def finish(self) -> None:

@@ -32,11 +32,16 @@ export interface RunSummary {
   signals: Record<string, string>;
   /** `mindspore` when read from MindSpore summary files, which TensorBoard's Scalars tab cannot show. */
   source?: 'tfevents' | 'mindspore' | null;
+  /** Under triage only: `online` when this rank's verdict is its own online analysis's, trusted. */
+  analysis?: 'full' | 'online';
+  analysis_reason?: string;
 }
 
 /** A job's roll-up over its ranks (jobs of two ranks or more), computed by the server. */
 export interface JobSummary extends RunSummary {
   ranks: string[];
+  /** Under triage only: which ranks were analysed in full, which trusted from their online verdict. */
+  triage?: {full: string[]; online: string[]};
 }
 
 /** Why the logdir could not be read whole (object storage failing); the runs read before stay listed. */

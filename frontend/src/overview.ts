@@ -304,6 +304,7 @@ export class Overview {
     });
     // what the run logged: shown on hover or focus, not repeated on every row
     const chips = Object.keys(run.signals ?? {}).map((role) => setTip(el('span', {class: 'chip', text: label('signal', role)}), run.signals[role]));
+    if (run.analysis === 'online') chips.unshift(setTip(el('span', {class: 'chip online-verdict', text: t('onlineVerdict')}), t('onlineVerdictTip')));
     const name = el('a', {
       class: 'run-link',
       text: visibleName(run.run),
@@ -342,8 +343,18 @@ export class Overview {
       el('td', {class: 'run-cell'}, [
         el('span', {class: 'job-name', text: t('job', {name: job})}),
         el('span', {class: 'muted', text: ` · ${t('ranks', {n: entry.members.length})}`}),
+        triageNote(entry.aggregate as JobSummary),
       ]),
       ...this.commonCells(entry.aggregate),
     ]);
   }
+}
+
+/** Under triage, how many of the job's ranks were analysed in full and how many trusted from
+ * their own online verdict (the names on hover). */
+function triageNote(job: JobSummary): HTMLElement | null {
+  if (!job.triage) return null;
+  const {full, online} = job.triage;
+  const note = el('span', {class: 'muted triage-note', text: ` · ${t('triageNote', {full: full.length, online: online.length})}`});
+  return setTip(note, `${t('analysedInFull')}: ${full.map(visibleName).join(', ')}`);
 }

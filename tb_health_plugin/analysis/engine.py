@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from tb_health_plugin.analysis import diagnosis
@@ -55,8 +55,12 @@ def analyze_runs(
     on_progress: Callable[[int, int], None] | None = None,
     lang: str | None = "en",
     run_findings: Callable[[RunSignals], list[Event]] | None = None,
+    own_checks: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The contract's `runs` list for these runs, cross-rank checks included.
+
+    `own_checks`: the runs whose own checks run (default all); the others join the cross-rank
+    checks only (`analysis/triage.py`: ranks trusted from their online verdict).
 
     `overrides` maps a scalar role to a tag (see `roles.resolve_roles`); `on_progress(done,
     total)` is called after each run's own checks. The findings are written in `lang`, or left
@@ -67,7 +71,8 @@ def analyze_runs(
     signals = {run.name: RunSignals.from_run(run, overrides) for run in runs}
     findings = {}
     for index, (name, run_signals) in enumerate(signals.items(), start=1):
-        findings[name] = (run_findings or findings_for_run)(run_signals)
+        own = run_findings or findings_for_run
+        findings[name] = own(run_signals) if own_checks is None or name in own_checks else []
         if on_progress is not None:
             on_progress(index, len(signals))
     jobs: dict[str, dict[str, RunSignals]] = defaultdict(dict)

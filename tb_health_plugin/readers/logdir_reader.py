@@ -345,6 +345,7 @@ class LogdirReader:
         self._runs: dict[str, _RunState] = {}
         self._runs_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
+        self.reading: tuple[int, int] | None = None  # (runs read, runs found) while a refresh runs
 
     def refresh(self) -> bool:
         """Discover runs and files and read what is new. True if any run changed.
@@ -372,7 +373,8 @@ class LogdirReader:
             self.storage.prefetch(self._new_byte_ranges(found, runs))
         name = None
         try:
-            for name, files in found.items():
+            for done, (name, files) in enumerate(found.items()):
+                self.reading = (done, len(found))
                 run = runs[name]
                 if run is None or run.needs_reset(files):
                     run = runs[name] = _RunState(name, run.writers if run is not None else None, self.storage)
@@ -396,6 +398,8 @@ class LogdirReader:
             with self._runs_lock:
                 self._runs = {key: run for key, run in runs.items() if run is not None}
             raise
+        finally:
+            self.reading = None
         with self._runs_lock:
             self._runs = runs
         return changed

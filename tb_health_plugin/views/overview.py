@@ -17,6 +17,7 @@ PENDING = "pending"  # a run whose first analysis has not finished yet
 JOB_STATUS_ORDER = ("no_data", PENDING, "healthy", "warning", "critical")
 _JOB_STATUS_RANK = {status: rank for rank, status in enumerate(JOB_STATUS_ORDER)}
 WORST_FIELDS = ("kind", "severity", "step", "message")
+TRIAGE_FIELDS = ("analysis", "analysis_reason")  # how a run was analysed (`analysis/triage.py`)
 
 
 def pending_report(run: str) -> dict[str, Any]:
@@ -36,7 +37,9 @@ def run_summary(report: dict[str, Any], signals: dict[str, str], last_update: fl
     counts = {severity: 0 for severity in SEVERITY_RANK}
     for finding in findings:
         counts[finding["severity"]] += 1
+    triage = {key: report[key] for key in TRIAGE_FIELDS if key in report}  # present under triage only
     return {
+        **triage,
         "run": report["run"],
         "status": report["status"],
         "counts": counts,
@@ -55,7 +58,13 @@ def job_summary(job: str, members: list[dict[str, Any]]) -> dict[str, Any]:
     worsts = [m["worst"] for m in members if m["worst"]]
     spans = [m["steps"] for m in members if m["steps"]]
     updates = [m["last_update"] for m in members if m["last_update"] is not None]
+    triage = {}
+    if any("analysis" in m for m in members):  # which ranks' verdicts rest on a full analysis
+        triage["triage"] = {
+            way: sorted(m["run"] for m in members if m.get("analysis") == way) for way in ("full", "online")
+        }
     return {
+        **triage,
         "run": job,
         "job": job,
         "ranks": sorted(m["run"] for m in members),
