@@ -189,7 +189,7 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     if spec["log_every"] == 1:
         points = True  # a mean over one step is the step
     step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
-    labels, creep = zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time)
+    labels, creep = zoo_labels.label_run(run.loss, run.grad_norm, visibility(logged, window_max, points), step_time, run.lr)
     if "vanishing_gradients" not in labels and zoo_labels.layer_vanishing(logged_layer_norms(run.logs)):
         labels["vanishing_gradients"] = [int(logged[0])]
     return labels, creep

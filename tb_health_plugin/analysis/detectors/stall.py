@@ -50,6 +50,18 @@ Method (tests of the log-loss's change against the run's own earlier progress):
    needs no more than `MIN_POINTS` = 10 logged points (8 settled ones, where Sen's interval is
    still meaningful): a run logged every 20th step of 200 has 10, and declining to judge it
    made the verdict depend on the logging interval again.
+5. A loss that fell during warm-up (the first transient: the untrained model's loss drops in
+   the first steps of any run) and then held still over the whole settled domain is stuck too
+   when it has not even halved: its settled level (median log-loss over the domain) stands
+   above `NOT_HALVED_SHARE` = 1/2 of where it started (the median of the first
+   `START_POINTS` = 3 logged values). Step 4 used to be skipped for every run that improved
+   before warm-up ended, so a classifier whose first steps took it from 2.42 to chance level
+   (ln 8 = 2.08) and that then sat there for the rest of its 390 steps was never called
+   stuck. Half the start is far from where any trained model ends (a classifier's
+   cross-entropy over C classes starts near ln C and a trained one ends well under half of
+   it; a language model's falls from ~10 to 2-3), and a run that did halve its loss and then
+   stopped is judged by step 3 against its own earlier pace. The benchmark's zoo labels a
+   stall by the same statistic over the same stretch (`bench/detection/zoo_labels.py`, rule 5).
 """
 
 from __future__ import annotations
@@ -85,6 +97,8 @@ THEIL_SEN_ALPHA = 0.6827  # a one-sigma interval: its half-width is the standard
 # LLM pretraining still drops the loss by 15-20% after its warm-up.
 STUCK_CHANGE_LOG = float(np.log(1.05))
 STUCK_RESOLVED_LOG = float(np.log(1.25))
+NOT_HALVED_SHARE = 0.5  # step 5: a settled level above half the start is far from trained
+START_POINTS = 3  # the start level: median of the first 3 logged values (one freak batch cannot set it)
 
 
 def stalled_convergence(
@@ -125,7 +139,7 @@ def stalled_convergence(
         improved_before = before is not None and (
             -before.change - Z_EQUIVALENCE * before.change_stderr > STUCK_CHANGE_LOG
         )
-        if s <= d0 and not improved_before:
+        if s <= d0 and (not improved_before or _not_halved(y, d0, d1)):
             allowed = STUCK_CHANGE_LOG  # stuck from the start: no earlier progress
             tail = _whole_change(steps[d0:d1].astype(np.float64), y[d0:d1])
             if tail is None:
@@ -142,6 +156,12 @@ def stalled_convergence(
         start = min(start, s)
         return [_finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma)]
     return []
+
+
+def _not_halved(y: np.ndarray, d0: int, d1: int) -> bool:
+    """Step 5 of the module doc: the settled domain's level stands above half the start."""
+    start = float(np.median(y[:START_POINTS]))
+    return float(np.median(y[d0:d1])) > start + np.log(NOT_HALVED_SHARE)
 
 
 def _whole_change(x: np.ndarray, y: np.ndarray) -> LinearFit | None:
