@@ -48,8 +48,10 @@ Rules, in this order (a run may get several kinds):
    Theil-Sen line through every finite step of the stretch is within +-log(1 + `STALL_GAIN`)
    (5% over the stretch); "far from converged": the median of the stretch's last tenth is
    above `NOT_CONVERGED * initial`. Label: step 1.
-   This is the detector's definition (`stall.py`, "stuck from the start": the same statistic
-   over the same stretch, the same 5%), applied to every step instead of the logged points.
+   This is the detector's definition (`stall.py`, "stuck from the start" and its step 5: the
+   same statistic over the same stretch, the same 5%, the same half of the start), applied to
+   every step instead of the logged points; what the detector adds is what logged points
+   need (the evidence of a standard error, enough points, a stretch long enough to tell).
    The rule used to compare the median of 25-50% of the run with that of 5-15% ("no progress
    by the first half"), which called a run stalled that escaped its plateau later and ended
    having learned (zoo_dev_031: 2.08 for 60% of the run, then 1.66), or that learned slowly
@@ -80,8 +82,9 @@ Rules, in this order (a run may get several kinds):
 Anything else is healthy. Why these values: a cross-entropy over 8 classes starts near
 ln 8 = 2.08 and a working run ends well below it; doubling it (DIVERGE_FACTOR) cannot happen by
 noise of a median over W steps, nor can a 5x rebound from the best level. A gradient norm under
-1e-6 moves no weight at any usable rate (updates of lr * 1e-6 with lr <= 1). 5% over the high-rate stretch
-is far less than any working optimiser gains there (the healthy runs of the zoo gain 30-95%). A spike must add half the initial loss: a converged classifier's hard
+1e-6 moves no weight at any usable rate (updates of lr * 1e-6 with lr <= 1). 5% over the
+high-rate stretch is far less than any working optimiser gains there (the healthy runs of the
+zoo gain 30-95%). A spike must add half the initial loss: a converged classifier's hard
 batches reach 0.1-0.3 against a context near 0 (100x, yet no fault), a corrupted batch adds
 several times the initial loss.
 """
