@@ -36,3 +36,42 @@ def test_a_flat_loss_that_turns_nan_is_a_blow_up_not_a_slow_creep():
     loss[70:] = np.nan  # flat within 1.4% (its least point early), then NaN
     labels, creep = zoo_labels.label_run(loss, np.ones(200), every_step)
     assert "divergence" in labels and not creep
+
+
+def plateau_then(rng: np.random.Generator, n: int, plateau_share: float, end_level: float) -> np.ndarray:
+    """A per-step cross-entropy at chance (ln 8) for `plateau_share` of the run, then falling
+    linearly to `end_level`, with minibatch noise of 2%."""
+    level = np.full(n, np.log(8.0))
+    escape = int(plateau_share * n)
+    level[escape:] = np.linspace(np.log(8.0), end_level, n - escape)
+    return level * np.exp(0.02 * rng.standard_normal(n))
+
+
+def test_a_run_stuck_at_chance_with_a_nan_it_recovered_from_is_stalled():
+    loss = plateau_then(np.random.default_rng(4), 300, 1.0, np.log(8.0))
+    loss[150] = np.nan  # a float16 overflow the run went on from
+    labels, _ = zoo_labels.label_run(loss, np.ones(300), every_step)
+    assert "nonfinite" in labels and "stalled_convergence" in labels
+
+
+def test_a_run_that_left_its_plateau_and_learned_is_not_stalled():
+    # like a deep sigmoid net: at chance for 60% of the run, then down to 1.66
+    loss = plateau_then(np.random.default_rng(5), 250, 0.6, 1.5)
+    labels, _ = zoo_labels.label_run(loss, np.ones(250), every_step)
+    assert "stalled_convergence" not in labels
+
+
+
+def test_a_vanishing_gradient_run_whose_loss_did_not_move_is_labelled_stalled_too():
+    from bench.detection import cases_signals
+
+    spec = {"scenario": "vanishing"}
+    steps = np.arange(300)
+    rng = np.random.default_rng(7)
+    flat = 0.2 * np.exp(0.01 * rng.standard_normal(300))  # a deep sigmoid stack's MSE, stuck
+    learning = 0.2 * np.exp(-np.linspace(0, 1, 300)) * np.exp(0.01 * rng.standard_normal(300))
+    lr = (steps, np.full(300, 0.1))
+    stuck = cases_signals.ms_labels(spec, {"train/loss": (steps, flat), "train/lr": lr})
+    moving = cases_signals.ms_labels(spec, {"train/loss": (steps, learning), "train/lr": lr})
+    assert set(stuck) == {"vanishing_gradients", "stalled_convergence"}
+    assert set(moving) == {"vanishing_gradients"}

@@ -1,4 +1,4 @@
-"""One labelled case of the detection benchmark.
+"""One labelled case of the detection benchmark, and the seeding every simulated family shares.
 
 A case writes one run's logs into a folder and states which finding kinds must be reported at
 which steps. Healthy cases (benign traps) expect nothing at warning or critical severity.
@@ -9,9 +9,12 @@ never looked at while tuning) or, for the zoo only, "sealed" (run once, at integ
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -27,3 +30,32 @@ class Case:
     @property
     def healthy(self) -> bool:
         return not self.expected
+
+
+class SeededShape(Protocol):
+    """What a simulated split needs to be drawn: its seed and how many runs of each scenario."""
+
+    seed: int
+    counts: Mapping[str, int]
+
+
+# (scenario, its generator) -> (the function writing the run into a folder, its labels)
+Simulate = Callable[[str, np.random.Generator], tuple[Callable[[Path], None], dict[str, list[int]]]]
+
+
+def seeded_cases(shape: SeededShape, prefix: str, simulate: Simulate, family: str = "synthetic") -> list[Case]:
+    """Every case of a simulated split, named `<prefix>_<scenario>_<k>`.
+
+    Each case gets its own generator, seeded by (the split's seed, the case's running index over
+    all scenarios in `shape.counts` order): a case's run depends on its position only, so adding
+    a scenario at the end of `counts` leaves every earlier case as it was.
+    """
+    out = []
+    index = 0
+    for scenario, count in shape.counts.items():
+        for k in range(count):
+            rng = np.random.default_rng([shape.seed, index])
+            index += 1
+            write, expected = simulate(scenario, rng)
+            out.append(Case(name=f"{prefix}_{scenario}_{k:02d}", write=write, expected=expected, family=family))
+    return out

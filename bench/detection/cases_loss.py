@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.detection.case import Case
+from bench.detection.case import Case, seeded_cases
 from bench.detection.events import write_scalars
 
 BLOWUP_MAX_LOG = float(np.log(1e4))  # a blown-up loss levels off 10^4 above its curve (fp32-safe)
@@ -69,16 +69,12 @@ SPLITS = {
 
 def cases(split: str) -> list[Case]:
     shape = SPLITS[split]
-    out = []
-    index = 0
-    for scenario, count in shape.counts.items():
-        for k in range(count):
-            name = f"syn_{split}_{scenario}_{k:02d}"
-            rng = np.random.default_rng([shape.seed, index])
-            index += 1
-            run = simulate(scenario, rng, shape)
-            out.append(Case(name=name, write=partial(_write, run), expected=run.expected, family="synthetic"))
-    return out
+
+    def simulate_case(scenario: str, rng: np.random.Generator):
+        run = simulate(scenario, rng, shape)
+        return partial(_write, run), run.expected
+
+    return seeded_cases(shape, f"syn_{split}", simulate_case)
 
 
 @dataclass

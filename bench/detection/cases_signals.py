@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.detection import zoo_labels
 from bench.detection.case import Case
 from bench.detection.events import write_scalars
 
@@ -219,9 +220,15 @@ def _ms_series(spec: dict, result: dict) -> dict[str, tuple[np.ndarray, np.ndarr
 
 
 def ms_labels(spec: dict, series: dict) -> dict[str, list[int]]:
-    """Ground truth from the design and from facts of the logged run (a NaN loss is a NaN loss)."""
+    """Ground truth from the design and from facts of the logged run (a NaN loss is a NaN loss,
+    a loss that did not move is stalled, by the zoo's objective rule)."""
     if spec["scenario"] == "vanishing":
-        return {"vanishing_gradients": [0]}
+        labels = {"vanishing_gradients": [0]}
+        if series:  # a loss that vanishing gradients left where it was is stalled too: the zoo's rule 5
+            steps, loss = series["train/loss"]
+            if zoo_labels.stalled_run(np.asarray(loss, dtype=np.float64), np.asarray(series["train/lr"][1])):
+                labels["stalled_convergence"] = [int(steps[0])]
+        return labels
     if spec["scenario"] != "exploding":
         return {}
     steps, loss = series["train/loss"]
@@ -243,7 +250,8 @@ def _write_ms(split: str, spec: dict, folder: Path) -> None:
 def mindspore_cases(split: str) -> list[Case]:
     out = []
     for spec in ms_specs(split):
-        expected = _TrainedLabels(split, spec) if spec["scenario"] == "exploding" else ms_labels(spec, {})
+        trained_labels = spec["scenario"] in ("exploding", "vanishing")
+        expected = _TrainedLabels(split, spec) if trained_labels else ms_labels(spec, {})
         out.append(
             Case(
                 name=spec["name"],

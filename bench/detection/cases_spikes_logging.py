@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.detection.case import Case
+from bench.detection.case import Case, seeded_cases
 from bench.detection.events import write_scalars
 
 MIN_EVIDENCE_SIGMAS = 8.0  # a labelled plateau spike: size * sqrt(width) / sigma, see the module doc
@@ -56,15 +56,12 @@ SPLITS = {
 
 def cases(split: str) -> list[Case]:
     shape = SPLITS[split]
-    out = []
-    index = 0
-    for scenario, count in shape.counts.items():
-        for k in range(count):
-            rng = np.random.default_rng([shape.seed, index])
-            index += 1
-            series, expected = SIMULATORS[scenario.rsplit("_", 1)[0]](rng, shape, scenario.endswith("spikes"))
-            out.append(Case(f"spl_{split}_{scenario}_{k:02d}", partial(_write, series), expected, "synthetic"))
-    return out
+
+    def simulate_case(scenario: str, rng: np.random.Generator):
+        series, expected = SIMULATORS[scenario.rsplit("_", 1)[0]](rng, shape, scenario.endswith("spikes"))
+        return partial(_write, series), expected
+
+    return seeded_cases(shape, f"spl_{split}", simulate_case)
 
 
 def _write(series: dict, folder: Path) -> None:

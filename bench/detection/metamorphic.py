@@ -280,7 +280,7 @@ def reference_labels(run: cases_zoo.ZooRun) -> dict[str, list[int]]:
     logging may hide a spike that the every-step reference shows; which runs a check applies to
     must follow what the reference can show.)"""
     every_step = np.arange(1, run.loss.size + 1)
-    return zoo_labels.label_run(run.loss, run.grad_norm, cases_zoo.visibility(every_step, False, True))[0]
+    return zoo_labels.label_run(run.loss, run.grad_norm, cases_zoo.visibility(every_step, False, True), lr=run.lr)[0]
 
 
 def render_all(runs: dict[str, cases_zoo.ZooRun], labels: dict[str, dict], root: Path) -> None:

@@ -47,11 +47,28 @@ Rules, in this order (a run may get several kinds):
    One rule on one definition for both: labelling the zoo by the global floor alone counted
    the depth and dead-layer findings on zoo runs as false alarms, while the same findings on
    the "mindspore" family's sigmoid stacks were labelled hits. Label: step 1.
-5. stalled_convergence (only when neither 1 nor 2 holds): the median loss from `STALL_FROM` to
-   `STALL_TO` of the run is above `(1 - STALL_GAIN)` times the median over `EARLY` (after the
-   first transient of the initialisation) and above `NOT_CONVERGED * initial`: no real
-   progress by the first half while still far from converged (medians over a tenth and a
-   quarter of the run, so that small noisy batches do not fake progress). Label: step 1.
+5. stalled_convergence (only when rule 2 does not hold: a run that diverged is not "stalled";
+   a NaN the run recovered from does not make a stuck run learn): over the stretch trained at
+   a high rate the loss did not move, while still far from converged. The stretch runs from
+   the end of the first transient (`TRANSIENT_SHARE` of the run, or later where a warm-up
+   reaches `WARMUP_REACHED_SHARE` of the peak rate) to the first step whose rate falls under
+   `HIGH_RATE_SHARE` of the peak (the end when it never does): a loss that flattens under a
+   planned anneal is not stalled. "Did not move": the change of the log-loss along a
+   Theil-Sen line through every finite step of the stretch is within +-log(1 + `STALL_GAIN`)
+   (5% over the stretch); "far from converged": the median of the stretch's last tenth is
+   above `NOT_CONVERGED * initial`. Label: step 1.
+   This is the detector's definition (`stall.py`, "stuck from the start" and its step 5: the
+   same statistic over the same stretch, the same 5%, the same half of the start), applied to
+   every step instead of the logged points; what the detector adds is what logged points
+   need (the evidence of a standard error, enough points, a stretch long enough to tell).
+   The rule used to compare the median of 25-50% of the run with that of 5-15% ("no progress
+   by the first half"), which called a run stalled that escaped its plateau later and ended
+   having learned (zoo_dev_031: 2.08 for 60% of the run, then 1.66), or that learned slowly
+   but steadily (7-10% over the run at a learning rate of 1e-5): a user reading the finished
+   run sees a run that learned. A slow learner is slow, not stalled; a plateau that the run
+   left is over. What the rule does not label is a stall after earlier progress (the
+   detector's tail test): telling such a plateau from convergence needs the loss's floor,
+   which the zoo's rules do not know.
 6. loss_spike: a step whose loss is at least `SPIKE_RATIO` times the median of the previous
    `SPIKE_CONTEXT` steps, exceeds it by `SPIKE_MIN_SHARE` of `initial` (material at the scale
    of the run: half of what it started from) and by `SPIKE_MADS` robust deviations of that context, and after which the median
@@ -74,9 +91,9 @@ Rules, in this order (a run may get several kinds):
 Anything else is healthy. Why these values: a cross-entropy over 8 classes starts near
 ln 8 = 2.08 and a working run ends well below it; doubling it (DIVERGE_FACTOR) cannot happen by
 noise of a median over W steps, nor can a 5x rebound from the best level. A gradient norm under
-1e-6 moves no weight at any usable rate (updates of lr * 1e-6 with lr <= 1). 5% of the initial
-loss in the first half is far more than any working optimiser gains there (the healthy runs of
-the zoo gain 30-95%). A spike must add half the initial loss: a converged classifier's hard
+1e-6 moves no weight at any usable rate (updates of lr * 1e-6 with lr <= 1). 5% over the
+high-rate stretch is far less than any working optimiser gains there (the healthy runs of the
+zoo gain 30-95%). A spike must add half the initial loss: a converged classifier's hard
 batches reach 0.1-0.3 against a context near 0 (100x, yet no fault), a corrupted batch adds
 several times the initial loss.
 """
@@ -84,6 +101,7 @@ several times the initial loss.
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 from scipy.stats import mannwhitneyu
 
 SMOOTH_MIN = 5
@@ -100,9 +118,10 @@ VANISH_FLOOR = 1e-6
 DEPTH_DECADES = 3.0
 DEAD_SHARE = 0.5
 NOT_CONVERGED = 0.5
-STALL_FROM, STALL_TO = 0.25, 0.5
-EARLY = (0.05, 0.15)
 STALL_GAIN = 0.05
+TRANSIENT_SHARE = 0.10  # the detector's default warm-up (schedule.DEFAULT_WARMUP_SHARE)
+WARMUP_REACHED_SHARE = 0.95  # as schedule.WARMUP_REACHED_SHARE
+HIGH_RATE_SHARE = 0.5  # as schedule.HIGH_LR_SHARE
 SPIKE_RATIO = 2.0
 SPIKE_CONTEXT = 20
 SPIKE_MIN_SHARE = 0.5
@@ -128,14 +147,15 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
 
 
 def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
-              step_time: np.ndarray | None = None,
+              step_time: np.ndarray | None = None, lr: np.ndarray | None = None,
               grad_shown: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
     """(kind -> labelled logged steps, slow creep?) for one run.
 
     `visible_step(k, persistent)` maps the raw step index k to the logged step where the logs
     show it, or None when its logging cannot show a one-step event there. `step_time`: the
-    per-step seconds, when the run's logs carry step times. `grad_shown`: which raw steps' gradient
-    norms the logs carry (default: every step's).
+    per-step seconds, when the run's logs carry step times. `lr`: the rate each step used (a
+    constant rate when not given). `grad_shown`: which raw steps' gradient norms the logs carry
+    (default: every step's).
     """
     n = loss.size
     window = max(SMOOTH_MIN, n // SMOOTH_DIVISOR)
@@ -173,11 +193,8 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     second = second[np.isfinite(second)]
     if second.size and np.median(second) < VANISH_FLOOR and final > NOT_CONVERGED * initial:
         labels["vanishing_gradients"] = [logged(0)]
-    if "nonfinite" not in labels and "divergence" not in labels:
-        quarter = float(np.nanmedian(safe[int(n * STALL_FROM): int(n * STALL_TO) + 1]))
-        early = float(np.nanmedian(safe[int(n * EARLY[0]): int(n * EARLY[1]) + 1]))
-        if quarter > (1 - STALL_GAIN) * early and quarter > NOT_CONVERGED * initial:
-            labels["stalled_convergence"] = [logged(0)]
+    if "divergence" not in labels and stalled(safe, lr, initial):
+        labels["stalled_convergence"] = [logged(0)]
     spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
     if spikes:
         labels["loss_spike"] = sorted({int(visible_step(s, persistent=False)) for s in spikes})
@@ -186,6 +203,43 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
         if slow is not None:
             labels["throughput"] = [logged(slow)]
     return labels, creep
+
+
+def high_rate_stretch(lr: np.ndarray | None, n: int) -> tuple[int, int]:
+    """Rule 5's stretch [start, end) of step indices: after the first transient and any
+    warm-up, up to the first step at a rate under `HIGH_RATE_SHARE` of the peak."""
+    start = int(np.ceil(TRANSIENT_SHARE * n))
+    if lr is None or not np.isfinite(lr).any() or np.nanmax(lr) <= 0:
+        return start, n
+    peak = float(np.nanmax(lr))
+    start = max(start, int(np.argmax(lr >= WARMUP_REACHED_SHARE * peak)))
+    low = np.flatnonzero(lr[start:] < HIGH_RATE_SHARE * peak)
+    return start, start + int(low[0]) if low.size else n
+
+
+def stalled(loss: np.ndarray, lr: np.ndarray | None, initial: float) -> bool:
+    """Rule 5 on the per-step loss (NaN where not finite)."""
+    start, end = high_rate_stretch(lr, loss.size)
+    steps = np.arange(start, end, dtype=np.float64)
+    values = loss[start:end]
+    keep = np.isfinite(values) & (values > 0)
+    if keep.sum() < SMOOTH_MIN or end - start < 2:
+        return False
+    slope = stats.theilslopes(np.log(values[keep]), steps[keep])[0]
+    change = float(slope) * (end - 1 - start)
+    last = values[-max(1, (end - start) // 10):]
+    last = last[np.isfinite(last)]
+    return abs(change) <= np.log1p(STALL_GAIN) and last.size > 0 and float(np.median(last)) > NOT_CONVERGED * initial
+
+
+def stalled_run(loss: np.ndarray, lr: np.ndarray | None) -> bool:
+    """Rule 5 alone, on a loss series (NaN where not finite) with its rate."""
+    safe = np.where(np.isfinite(loss), loss, np.nan)
+    finite = safe[np.isfinite(safe)]
+    if not finite.size:
+        return False
+    initial = float(np.median(finite[: max(SMOOTH_MIN, loss.size // SMOOTH_DIVISOR)]))
+    return stalled(safe, lr, initial)
 
 
 def slowdown_step(step_time: np.ndarray, window: int) -> int | None:

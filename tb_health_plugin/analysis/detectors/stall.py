@@ -50,6 +50,26 @@ Method (tests of the log-loss's change against the run's own earlier progress):
    needs no more than `MIN_POINTS` = 10 logged points (8 settled ones, where Sen's interval is
    still meaningful): a run logged every 20th step of 200 has 10, and declining to judge it
    made the verdict depend on the logging interval again.
+5. A loss that fell during warm-up (the first transient: the untrained model's loss drops in
+   the first steps of any run) and then held still over the whole settled domain is stuck too
+   when it has not even halved: its settled level (median log-loss over the domain) stands
+   above `NOT_HALVED_SHARE` = 1/2 of where it started (the median of the first
+   `START_POINTS` = 3 logged values). Step 4 used to be skipped for every run that improved
+   before warm-up ended, so a classifier whose first steps took it from 2.42 to chance level
+   (ln 8 = 2.08) and that then sat there for the rest of its 390 steps was never called
+   stuck. Half the start is far from where any trained model ends (a classifier's
+   cross-entropy over C classes starts near ln C and a trained one ends well under half of
+   it; a language model's falls from ~10 to 2-3), and a run that did halve its loss and then
+   stopped is judged by step 3 against its own earlier pace. A change under 5% only tells a
+   stall from a run still learning when learning would have moved the loss well outside that
+   band: the warm-up's own pace (its improvement per doubling of steps, step 3's line), kept
+   over the domain's doublings, must predict at least `PACE_BAND_MULTIPLE` = 2 times the band
+   (the alternative one band-width beyond its edge). A short domain, such as the first
+   half-cycle of cosine warm restarts (the rate falls under half its peak within a few
+   percent of the run), predicts less and is left to step 3: a healthy power-law curve that
+   fell fast in warm-up moves only a few percent over a fraction of a doubling. The
+   benchmark's zoo labels a stall by the same statistic over the same stretch
+   (`bench/detection/zoo_labels.py`, rule 5).
 """
 
 from __future__ import annotations
@@ -85,6 +105,9 @@ THEIL_SEN_ALPHA = 0.6827  # a one-sigma interval: its half-width is the standard
 # LLM pretraining still drops the loss by 15-20% after its warm-up.
 STUCK_CHANGE_LOG = float(np.log(1.05))
 STUCK_RESOLVED_LOG = float(np.log(1.25))
+NOT_HALVED_SHARE = 0.5  # step 5: a settled level above half the start is far from trained
+START_POINTS = 3  # the start level: median of the first 3 logged values (one freak batch cannot set it)
+PACE_BAND_MULTIPLE = 2.0  # step 5: the earlier pace must predict twice the 5% band over the domain
 
 
 def stalled_convergence(
@@ -125,7 +148,7 @@ def stalled_convergence(
         improved_before = before is not None and (
             -before.change - Z_EQUIVALENCE * before.change_stderr > STUCK_CHANGE_LOG
         )
-        if s <= d0 and not improved_before:
+        if s <= d0 and (not improved_before or _stuck_after_warmup(before, x, y, d0, d1)):
             allowed = STUCK_CHANGE_LOG  # stuck from the start: no earlier progress
             tail = _whole_change(steps[d0:d1].astype(np.float64), y[d0:d1])
             if tail is None:
@@ -142,6 +165,16 @@ def stalled_convergence(
         start = min(start, s)
         return [_finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, earlier_rate, sigma)]
     return []
+
+
+def _stuck_after_warmup(before: LinearFit, x: np.ndarray, y: np.ndarray, d0: int, d1: int) -> bool:
+    """Step 5 of the module doc: the settled domain's level stands above half the start, and
+    the warm-up's pace, kept over the domain, predicts at least `PACE_BAND_MULTIPLE` times the
+    5% band."""
+    start = float(np.median(y[:START_POINTS]))
+    not_halved = float(np.median(y[d0:d1])) > start + np.log(NOT_HALVED_SHARE)
+    predicted = max(-before.slope, 0.0) * float(x[d1 - 1] - x[d0])
+    return not_halved and predicted >= PACE_BAND_MULTIPLE * STUCK_CHANGE_LOG
 
 
 def _whole_change(x: np.ndarray, y: np.ndarray) -> LinearFit | None:
