@@ -11,8 +11,6 @@ logdir itself rather than TensorBoard's multiplexer, which is `None` under the R
 
 from __future__ import annotations
 
-import json
-import math
 import mimetypes
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +22,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_health_plugin.analysis.render import kind_labels
-from tb_health_plugin.contract import x_axis_of
+from tb_health_plugin.answers import json_body
 from tb_health_plugin.i18n import LANGUAGES
 from tb_health_plugin.service import HealthService
 from tb_health_plugin.views import envelope as envelope_view
@@ -46,25 +44,6 @@ class MethodNotAllowedError(errors.PublicError):
 
 
 EXPORT_TYPES = {"html": "text/html", "md": "text/markdown"}  # /export formats and their types
-
-def json_body(payload: Any) -> str:
-    """Strict JSON; should a non-finite number hide anywhere (a wall time of `inf` in a log, an
-    evidence value), it is sent as null instead of failing the whole response."""
-    try:
-        return json.dumps(payload, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        return json.dumps(_finite_or_none(payload), allow_nan=False, separators=(",", ":"))
-
-
-def _finite_or_none(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite_or_none(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite_or_none(item) for item in value]
-    return value
-
 
 def _json(request, payload: Any):
     return http_util.Respond(request, json_body(payload), "application/json")
@@ -165,21 +144,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         return _json(request, service.report_response(_required(request, "run"), _lang_arg(request)))
 
     def _serve_tags(self, request):
-        service = self._require_service()
-        run = _required(request, "run")
-        data = service.run_data(run)
-        roles = service.roles(run)
-        return _json(
-            request,
-            {
-                "run": run,
-                "scalars": sorted(data.scalars),
-                "histograms": sorted(data.histograms),
-                "signals": roles.scalars,
-                "per_parameter": roles.per_parameter,
-                "samples_axis": sorted(tag for tag in data.scalars if x_axis_of(tag) != "step"),
-            },
-        )
+        return _json(request, self._require_service().tags(_required(request, "run")))
 
     def _serve_series(self, request):
         service = self._require_service()
@@ -188,12 +153,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         width = _int_arg(request, "width", envelope_view.DEFAULT_WIDTH, envelope_view.MIN_WIDTH, envelope_view.MAX_WIDTH)
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
-        data = service.run_data(run)
-        if tag not in data.scalars:
-            raise errors.NotFoundError(f"unknown tag for run {run}: {tag}")
-        payload = {"run": run, "tag": tag, "x_axis": x_axis_of(tag)}
-        payload.update(envelope_view.envelope(data.scalars[tag], width, start, end))
-        return _json(request, payload)
+        return _json(request, service.series(run, tag, width, start, end))
 
     def _serve_export(self, request):
         """The health report of the runs named (`run`, repeated) as one self-contained file."""
@@ -219,15 +179,6 @@ class HealthPlugin(base_plugin.TBPlugin):
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
 
-        def render(data) -> str:
-            per_param = {
-                param: (tag, data.scalars[tag])
-                for param, tag in service.roles(run).per_parameter.get("param_grad_norm", {}).items()
-            }
-            payload = {"run": run}
-            payload.update(heatmap_view.heatmap(per_param, width, start, end))
-            return json_body(payload)
-
         # With 100k parameters a heatmap takes seconds and megabytes: rendered once per data version.
-        body = service.view(run, "heatmap", (width, start, end), render)
+        body = service.heatmap(run, width, start, end)
         return http_util.Respond(request, body, "application/json")
