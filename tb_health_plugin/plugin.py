@@ -27,6 +27,8 @@ from tb_health_plugin.i18n import LANGUAGES
 from tb_health_plugin.service import HealthService
 from tb_health_plugin.views import envelope as envelope_view
 from tb_health_plugin.views import heatmap as heatmap_view
+from tb_health_plugin.views.overview import PENDING
+from tb_health_plugin.worker import WorkerService
 
 PLUGIN_NAME = "health"
 TAB_NAME = "Health"
@@ -89,12 +91,26 @@ def _lang_arg(request) -> str:
     return lang
 
 
+def analysis_status(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """`analysing` while a run listed waits for its first analysis (`pending`) or has newer data
+    being analysed (`analysing`), with how many runs are done; `idle` once every run is current."""
+    done = sum(1 for run in runs if run["status"] != PENDING and not run.get("analysing"))
+    return {"state": "analysing" if done < len(runs) else "idle", "done": done, "total": len(runs)}
+
+
 class HealthPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
-    def __init__(self, context: base_plugin.TBContext):
+    def __init__(self, context: base_plugin.TBContext, worker: bool | None = None):
+        """`worker`: read and analyse in a worker process (`worker.py`), which is the default
+        when TensorBoard loads the plugin (its context has flags); in this interpreter when the
+        plugin is built bare (a script, a test of the routes), unless asked."""
         self._logdir = context.logdir or ""
-        self._service = HealthService(self._logdir) if self._logdir else None
+        if worker is None:
+            worker = context.flags is not None
+        self._service: HealthService | WorkerService | None = None
+        if self._logdir:
+            self._service = WorkerService(self._logdir) if worker else HealthService(self._logdir)
 
     def is_active(self) -> bool:
         # Cheap on purpose: TensorBoard calls this often; the tab itself says when there is no data.
@@ -126,7 +142,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             content_type = "application/javascript"
         return lambda request: http_util.Respond(request, path.read_bytes(), content_type)
 
-    def _require_service(self) -> HealthService:
+    def _require_service(self) -> HealthService | WorkerService:
         if self._service is None:
             raise errors.InvalidArgumentError("TensorBoard was started without --logdir; the Health tab needs one")
         return self._service
@@ -135,9 +151,13 @@ class HealthPlugin(base_plugin.TBPlugin):
         lang = _lang_arg(request)
         if self._service is None:
             return _json(request, {"logdir": "", "language": lang, "kinds": kind_labels(lang), "runs": [],
-                                   "jobs": [], "config": None, "storage": None})
-        # the overview is cached per data version; the store's state changes without new data
-        return _json(request, {**self._service.overview(lang=lang), "storage": self._service.storage_status()})
+                                   "jobs": [], "config": None, "storage": None, "analysis": analysis_status([]),
+                                   "worker": None})
+        # the overview is cached per data version; the store's and the worker's state change without new data
+        overview = self._service.overview(lang=lang)
+        worker = self._service.worker_status() if isinstance(self._service, WorkerService) else None
+        return _json(request, {**overview, "storage": self._service.storage_status(),
+                               "analysis": analysis_status(overview["runs"]), "worker": worker})
 
     def _serve_report(self, request):
         service = self._require_service()

@@ -30,10 +30,12 @@ def logdir(tmp_path):
     return tmp_path
 
 
-@pytest.fixture()
-def client(logdir):
-    plugin = HealthPlugin(base_plugin.TBContext(logdir=str(logdir)))
-    return Client(application.TensorBoardWSGI([plugin]))
+@pytest.fixture(params=[False, True], ids=["in-process", "worker"])
+def client(logdir, request):
+    """The routes answer alike whether the plugin reads in this interpreter or in its worker."""
+    plugin = HealthPlugin(base_plugin.TBContext(logdir=str(logdir)), worker=request.param)
+    yield Client(application.TensorBoardWSGI([plugin]))
+    plugin._service.stop()
 
 
 def get(client, path, expect=200):
