@@ -24,6 +24,7 @@ import pytest
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
+from tests.browser import HealthTab, browser_page
 from tests.eventlogs import WALL_TIME_START, write_scalars
 from tests.tensorboard_server import get_json, running_tensorboard
 
@@ -214,6 +215,12 @@ def test_a_worker_that_dies_is_restarted_and_the_tab_keeps_its_runs(tmp_path):
         assert second != first and not alive(first)
         series = get_json(f"{base}{PREFIX}/series?run=spiky&tag=loss&width=50")  # the new worker serves points
         assert series["run"] == "spiky"
+        with browser_page() as page:  # the tab says so above the runs, in its own words
+            tab = HealthTab(page, base).open()
+            tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length === 3")
+            notice = tab.wait_until("w => { const b = w.document.querySelector('.worker-notice');"
+                                    " return b && !b.hidden && b.textContent; }")
+            assert "restarted (1×, last exit code -9)" in notice
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["kill", "term", "interrupt"])
