@@ -199,12 +199,13 @@ class WorkerService:
                 self._names = listing["names"]
                 self._listed_at = self._listed_at or time.monotonic()
                 self._meta.update(listing["changed"])
-                live = set(self._names)
-                for gone in set(self._meta) - live:
-                    del self._meta[gone]
-                for gone in set(self._reports) - live:
-                    del self._reports[gone]
-                self._config, self._storage = listing["config"], listing["storage"]
+                if not listing.get("partial"):  # names only, before the runs are read: nothing is gone
+                    live = set(self._names)
+                    for gone in set(self._meta) - live:
+                        del self._meta[gone]
+                    for gone in set(self._reports) - live:
+                        del self._reports[gone]
+                    self._config, self._storage = listing["config"], listing["storage"]
             elif kind == "reports":
                 self._reports.update(message[1])
             self._generation += 1
@@ -263,7 +264,8 @@ class WorkerService:
             entries = []
             for name in self._names or []:
                 meta, report = self._meta.get(name), self._reports.get(name)
-                if meta is None:
+                if meta is None:  # listed, still being read
+                    entries.append(RunEntry(name, None, {}, None, None))
                     continue
                 entries.append(RunEntry(name, report and report["report"], meta["tags"]["signals"],
                                         meta["last_update"], meta["source"],
@@ -292,8 +294,11 @@ class WorkerService:
                 "retry_in_s": round(max(0.0, storage["retry_at"] - time.time()), 1)}
 
     def tags(self, run: str) -> dict[str, Any]:
+        """The run's tags and roles; a run listed but still being read is waited for."""
         self._listed()
         with self._cond:
+            self._cond.wait_for(lambda: run in self._meta or run not in (self._names or []) or self._restarting,
+                                FIRST_REFRESH_WAIT_S)
             meta = self._meta.get(run)
         if meta is None:
             raise UnknownRun(run)

@@ -234,3 +234,40 @@ def test_no_worker_outlives_tensorboard(tmp_path, how):
         os.kill(server, how)  # TensorBoard alone, not its process group
         wait_for(lambda: not alive(server), "tensorboard exited")
         wait_for(lambda: not alive(worker), "the worker exited with tensorboard")
+
+
+def test_the_worker_names_the_runs_before_it_reads_them(tmp_path):
+    """The worker's first message lists the runs by name alone, before a point is read: a run of
+    millions of points is listed (pending) while it is being read."""
+    import socket
+    import subprocess
+    import sys
+    from multiprocessing.connection import Connection
+
+    small_logs(tmp_path)
+    ours, theirs = socket.socketpair()
+    process = subprocess.Popen([sys.executable, "-m", "tb_health_plugin.worker_process", str(theirs.fileno()),
+                                str(tmp_path), "3600"], pass_fds=(theirs.fileno(),))
+    theirs.close()
+    conn = Connection(ours.detach())
+    try:
+        kind, first = conn.recv()
+        assert kind == "listing" and first["partial"] and first["changed"] == {}
+        assert first["names"] == ["exp/rank_0", "exp/rank_1", "spiky"]
+        kind, second = conn.recv()
+        assert kind == "listing" and not second.get("partial")
+        assert set(second["changed"]) == set(first["names"])
+        assert second["changed"]["spiky"]["tags"]["signals"] == {"loss": "loss"}
+    finally:
+        conn.close()  # the worker sees its socket close and exits
+        assert process.wait(timeout=WAIT_S) == 0
+
+
+def test_runs_listed_but_not_yet_read_are_pending_rows(tmp_path):
+    from tb_health_plugin.worker import WorkerService
+
+    service = WorkerService(str(tmp_path))
+    service._stopped.set()  # no worker: the messages below are what a worker sends first
+    service._handle(("listing", {"names": ["big", "small"], "changed": {}, "partial": True}))
+    body = service.overview(budget_s=0)
+    assert [(r["run"], r["status"]) for r in body["runs"]] == [("big", "pending"), ("small", "pending")]
