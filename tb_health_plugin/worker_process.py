@@ -6,7 +6,8 @@ Started by `worker.WorkerService` with one end of a socket pair as file descript
 plugin's in-process data layer (`service.HealthService`: reader, background refresher, analysis
 cache) and speaks a small protocol of pickled tuples (`multiprocessing.connection` framing):
 
-- to the plugin, unasked: `("listing", {...})` after every refresh (the run names, each changed
+- to the plugin, unasked: `("reading", {})` once its imports are done and it begins to read,
+  `("listing", {...})` after every refresh (the run names, each changed
   run's tags, roles, newest wall time and source format, the logdir's config and the store's
   state), and `("reports", {run: {"version", "report"}})` after every analysis of a unit: the
   reports as analysed (findings as `Event`s, no points), so what crosses is small;
@@ -24,6 +25,7 @@ It exits when the plugin's end of the socket closes: TensorBoard exiting, howeve
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from multiprocessing.connection import Connection
 
@@ -46,6 +48,7 @@ def send_run_names(conn: Connection, logdir: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     fd, logdir, refresh_interval_s = argv or sys.argv[1:]
     logging.basicConfig(level=logging.WARNING, format="tb-health worker: %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches TensorBoard's whole group: it stops us
     conn = Connection(int(fd))
     send_run_names(conn, logdir)
     from tb_health_plugin.worker_host import WorkerHost  # the analysis: seconds of imports
