@@ -44,8 +44,7 @@ from tb_health_plugin.service import (
 
 logger = logging.getLogger(__name__)
 
-FIRST_ANALYSIS_GRACE_S = 2.0  # the first `runs` waits at least this long after the runs are read for first reports
-READING_GRACE_S = 1.0  # and this long for the runs to be read once reading began, else lists them pending
+FIRST_ANALYSIS_GRACE_S = 2.0  # the first `runs` gives first analyses at least this long after the runs are read
 CALL_TIMEOUT_S = 600.0  # a call (an export of many runs) that takes longer is given up
 RESTART_FIRST_S = 1.0  # pause before restarting a worker that died, doubled while it keeps dying
 RESTART_MAX_S = 60.0
@@ -81,7 +80,6 @@ class WorkerService:
         self.refresh_interval_s = refresh_interval_s
         self._cond = threading.Condition()  # guards the state below; held briefly
         self._names: list[str] | None = None  # None until the first listing
-        self._reading_at = 0.0  # when the worker, its imports done, began to read
         self._read_at = 0.0  # and of the first full listing (every run read)
         self._meta: dict[str, dict[str, Any]] = {}  # run -> version, tags, last_update, source
         self._reports: dict[str, dict[str, Any]] = {}  # run -> {"version", "report"}
@@ -196,9 +194,7 @@ class WorkerService:
                 call.done.set()
             return
         with self._cond:
-            if kind == "reading":
-                self._reading_at = self._reading_at or time.monotonic()
-            elif kind == "listing":
+            if kind == "listing":
                 listing = message[1]
                 self._names = listing["names"]
                 if not listing.get("partial"):
@@ -254,18 +250,15 @@ class WorkerService:
         return self._listed()
 
     def overview(self, budget_s: float = RUNS_ANALYSIS_BUDGET_S, lang: str = "en") -> dict[str, Any]:
-        """The `runs` route's body from the last listing and reports; a run never analysed is
-        waited for within `budget_s` (at least `FIRST_ANALYSIS_GRACE_S` after the runs were read),
-        unless the runs are still being read `READING_GRACE_S` after the reading began: a run of
-        millions of points is then listed pending at once."""
+        """The `runs` route's body from the last listing and reports. Only the first requests
+        wait, and within `budget_s`: for the runs to be read (a run still being read is listed
+        `pending`), then for runs never analysed (at least `FIRST_ANALYSIS_GRACE_S` after the
+        reading, if it ended within the budget)."""
         started = time.monotonic()
         self._listed()
         with self._cond:
-            while not (self._read_at or self._restarting):
-                limit = self._reading_at + READING_GRACE_S if self._reading_at else started + FIRST_REFRESH_WAIT_S
-                if limit <= time.monotonic():
-                    break
-                self._cond.wait(limit - time.monotonic())
+            self._cond.wait_for(lambda: self._read_at or self._restarting,
+                                max(0.0, started + budget_s - time.monotonic()))
             if self._read_at:
                 deadline = max(started + budget_s, self._read_at + FIRST_ANALYSIS_GRACE_S)
                 self._cond.wait_for(lambda: all(name in self._reports for name in self._names or []),

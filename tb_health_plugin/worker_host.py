@@ -117,7 +117,6 @@ class WorkerHost:
                 os._exit(0)
 
     def serve(self) -> None:
-        self.send(("reading", {}))  # imports done: the plugin gives the reading a moment, not more
         self.service.start()
         while True:
             try:

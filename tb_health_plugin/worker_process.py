@@ -6,8 +6,7 @@ Started by `worker.WorkerService` with one end of a socket pair as file descript
 plugin's in-process data layer (`service.HealthService`: reader, background refresher, analysis
 cache) and speaks a small protocol of pickled tuples (`multiprocessing.connection` framing):
 
-- to the plugin, unasked: `("reading", {})` once its imports are done and it begins to read,
-  `("listing", {...})` after every refresh (the run names, each changed
+- to the plugin, unasked: `("listing", {...})` after every refresh (the run names, each changed
   run's tags, roles, newest wall time and source format, the logdir's config and the store's
   state), and `("reports", {run: {"version", "report"}})` after every analysis of a unit: the
   reports as analysed (findings as `Event`s, no points), so what crosses is small;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import numpy as np
 import pytest
@@ -34,7 +35,11 @@ def logdir(tmp_path):
 def client(logdir, request):
     """The routes answer alike whether the plugin reads in this interpreter or in its worker."""
     plugin = HealthPlugin(base_plugin.TBContext(logdir=str(logdir)), worker=request.param)
-    yield Client(application.TensorBoardWSGI([plugin]))
+    client = Client(application.TensorBoardWSGI([plugin]))
+    if request.param:  # the worker's `runs` answers without waiting for it: wait for its analyses here
+        while json.loads(client.get(PREFIX + "/runs").get_data(as_text=True))["analysis"]["state"] != "idle":
+            time.sleep(0.05)
+    yield client
     plugin._service.stop()
 
 
