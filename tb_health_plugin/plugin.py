@@ -109,6 +109,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         if worker is None:
             worker = context.flags is not None
         self._service: HealthService | WorkerService | None = None
+        self._runs_bodies: dict[str, tuple[dict, dict, str]] = {}  # lang -> (overview, storage/worker, JSON)
         if self._logdir:
             self._service = WorkerService(self._logdir) if worker else HealthService(self._logdir)
 
@@ -155,9 +156,15 @@ class HealthPlugin(base_plugin.TBPlugin):
                                    "worker": None})
         # the overview is cached per data version; the store's and the worker's state change without new data
         overview = self._service.overview(lang=lang)
-        worker = self._service.worker_status() if isinstance(self._service, WorkerService) else None
-        return _json(request, {**overview, "storage": self._service.storage_status(),
-                               "analysis": analysis_status(overview["runs"]), "worker": worker})
+        extra = {"storage": self._service.storage_status(),
+                 "worker": self._service.worker_status() if isinstance(self._service, WorkerService) else None}
+        cached = self._runs_bodies.get(lang)
+        if cached is not None and cached[0] is overview and cached[1] == extra:
+            body = cached[2]  # 1000 runs are half a megabyte of JSON: encoded once per overview
+        else:
+            body = json_body({**overview, **extra, "analysis": analysis_status(overview["runs"])})
+            self._runs_bodies[lang] = (overview, extra, body)
+        return http_util.Respond(request, body, "application/json")
 
     def _serve_report(self, request):
         service = self._require_service()

@@ -144,10 +144,6 @@ class WorkerService:
             process.kill()
             process.wait()
 
-    def worker_pid(self) -> int | None:
-        process = self._process
-        return process.pid if process is not None else None
-
     def _receive(self, process: subprocess.Popen, conn: Connection) -> None:
         while True:
             try:
@@ -166,16 +162,19 @@ class WorkerService:
         with self._start_lock:
             self._process = self._conn = None
             pending, self._calls = self._calls, {}
-            if self._stopped.is_set():
-                return
-            self._last_exit, self._restarting = code, True
-            lived = time.monotonic() - self._started_at
-            self._restart_wait_s = RESTART_FIRST_S if lived > STABLE_S else min(RESTART_MAX_S, self._restart_wait_s * 2)
-            wait_s = 0.0 if lived > STABLE_S else self._restart_wait_s
-        logger.warning("tb-health: the analysis worker exited (code %s); restarting in %.0f s", code, wait_s)
+            stopped = self._stopped.is_set()
+            if not stopped:
+                self._last_exit, self._restarting = code, True
+                lived = time.monotonic() - self._started_at
+                self._restart_wait_s = (RESTART_FIRST_S if lived > STABLE_S
+                                        else min(RESTART_MAX_S, self._restart_wait_s * 2))
+                wait_s = 0.0 if lived > STABLE_S else self._restart_wait_s
         for call in pending.values():
-            call.result = ("unavailable", f"the analysis worker exited (code {code}); it is being restarted")
+            call.result = ("unavailable", f"the analysis worker exited (code {code})")
             call.done.set()
+        if stopped:
+            return
+        logger.warning("tb-health: the analysis worker exited (code %s); restarting in %.0f s", code, wait_s)
         with self._cond:
             self._generation += 1
             self._cond.notify_all()
