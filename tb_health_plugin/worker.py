@@ -194,22 +194,29 @@ class WorkerService:
             return
         with self._cond:
             if kind == "listing":
-                listing = message[1]
-                self._names = listing["names"]
-                if not listing.get("partial"):
-                    self._read_at = self._read_at or time.monotonic()
-                self._meta.update(listing["changed"])
-                if not listing.get("partial"):  # names only, before the runs are read: nothing is gone
-                    live = set(self._names)
-                    for gone in set(self._meta) - live:
-                        del self._meta[gone]
-                    for gone in set(self._reports) - live:
-                        del self._reports[gone]
-                    self._config, self._storage = listing["config"], listing["storage"]
-            elif kind == "reports":
-                self._reports.update(message[1])
-            self._generation += 1
+                changed = self._take_listing(message[1])
+            else:
+                changed = kind == "reports"
+                if changed:
+                    self._reports.update(message[1])
+            if changed:  # a refresh that found nothing new keeps the overview built before
+                self._generation += 1
             self._cond.notify_all()
+
+    def _take_listing(self, listing: dict[str, Any]) -> bool:
+        """Take a listing in (call with `_cond` held); whether it changed anything shown."""
+        before = (self._names, self._config, self._read_at)
+        self._names = listing["names"]
+        self._meta.update(listing["changed"])
+        if not listing.get("partial"):  # names only, before the runs are read: nothing is gone
+            self._read_at = self._read_at or time.monotonic()
+            live = set(self._names)
+            for gone in set(self._meta) - live:
+                del self._meta[gone]
+            for gone in set(self._reports) - live:
+                del self._reports[gone]
+            self._config, self._storage = listing["config"], listing["storage"]
+        return bool(listing["changed"]) or before != (self._names, self._config, self._read_at)
 
     def _call(self, method: str, *args: Any) -> Any:
         self.start()
@@ -262,25 +269,26 @@ class WorkerService:
                 deadline = max(started + budget_s, self._read_at + FIRST_ANALYSIS_GRACE_S)
                 self._cond.wait_for(lambda: all(name in self._reports for name in self._names or []),
                                     max(0.0, deadline - time.monotonic()))
-            generation = self._generation
-            cached = self._overview.get(lang)
-            if cached is not None and cached[0] == generation:
-                return cached[1]
-            entries = []
-            for name in self._names or []:
-                meta, report = self._meta.get(name), self._reports.get(name)
-                if meta is None:  # listed, still being read
-                    entries.append(RunEntry(name, None, {}, None, None))
-                    continue
-                entries.append(RunEntry(name, report and report["report"], meta["tags"]["signals"],
-                                        meta["last_update"], meta["source"],
-                                        report is not None and report["version"] != meta["version"]))
-            config = self._config
-        with self._build_lock:
+        with self._build_lock:  # one build at a time: concurrent requests share it
+            with self._cond:
+                generation = self._generation
+                cached = self._overview.get(lang)
+                if cached is not None and cached[0] == generation:
+                    return cached[1]
+                entries = []
+                for name in self._names or []:
+                    meta, report = self._meta.get(name), self._reports.get(name)
+                    if meta is None:  # listed, still being read
+                        entries.append(RunEntry(name, None, {}, None, None))
+                        continue
+                    entries.append(RunEntry(name, report and report["report"], meta["tags"]["signals"],
+                                            meta["last_update"], meta["source"],
+                                            report is not None and report["version"] != meta["version"]))
+                config = self._config
             response = self._rows.overview(self.logdir, lang, entries, config)
-        with self._cond:
-            self._overview[lang] = (generation, response)
-        return response
+            with self._cond:
+                self._overview[lang] = (generation, response)
+            return response
 
     def worker_status(self) -> dict[str, Any] | None:
         """None while the first worker runs; else whether it is being restarted, how many times

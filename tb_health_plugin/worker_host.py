@@ -19,6 +19,8 @@ from tb_health_plugin.service import HealthService, UnknownRun, source_format, u
 logger = logging.getLogger(__name__)
 
 CALL_THREADS = 2  # calls answered at once: a slow export does not hold up a chart's series
+REPORTS_EVERY_S = 0.5  # new reports are sent together at most this often: each sending makes
+# the plugin rebuild the overview, and a full re-analysis of 1000 runs finishes hundreds of units a second
 
 
 class PublishingService(HealthService):
@@ -30,6 +32,16 @@ class PublishingService(HealthService):
         self._published_meta: dict[str, tuple] = {}  # run -> (version, overrides) last sent
         self._published_reports: dict[str, Any] = {}  # run -> key of the report last sent
         self._publish_lock = threading.Lock()
+        self._unsent: dict[str, dict[str, Any]] = {}  # reports waiting for the next sending
+        self._sent_at = 0.0
+        threading.Thread(target=self._send_late_reports, name="tb-health-reports", daemon=True).start()
+
+    def _send_late_reports(self) -> None:
+        """Reports held back while others followed are sent when no more follow (a long analysis)."""
+        while not self._stop.wait(REPORTS_EVERY_S):
+            with self._publish_lock:
+                if self._unsent and time.monotonic() - self._sent_at >= REPORTS_EVERY_S:
+                    self._flush_reports()
 
     def refresh_now(self) -> None:
         super().refresh_now()
@@ -70,9 +82,17 @@ class PublishingService(HealthService):
                 if key is not None and self._published_reports.get(name) != key:
                     fresh[name] = {"version": dict(key[0])[name], "report": reports[name]}
                     self._published_reports[name] = key
-            if fresh:
-                self._send(("reports", fresh))
+            self._unsent.update(fresh)
+            if time.monotonic() - self._sent_at >= REPORTS_EVERY_S:
+                self._flush_reports()
         return reports
+
+    def _flush_reports(self) -> None:
+        """Send the reports not sent yet (call with `_publish_lock` held)."""
+        if self._unsent:
+            self._send(("reports", self._unsent))
+            self._unsent = {}
+        self._sent_at = time.monotonic()
 
     def _analyse_changed(self) -> None:
         for members in self._units(self._reader.run_names()).values():
@@ -82,6 +102,8 @@ class PublishingService(HealthService):
                 self._unit_reports(members)
             except UnknownRun:
                 continue  # deleted since the listing: the next listing drops it
+        with self._publish_lock:
+            self._flush_reports()
 
     def raw_report(self, run: str) -> dict[str, Any]:
         """One run's report as analysed (the plugin renders it in the language asked for)."""
@@ -89,7 +111,10 @@ class PublishingService(HealthService):
         if run not in names:
             raise UnknownRun(run)
         members = [name for name in names if unit_of(name) == unit_of(run)]
-        return self._unit_reports(members)[run]
+        report = self._unit_reports(members)[run]
+        with self._publish_lock:
+            self._flush_reports()
+        return report
 
 
 def _error_reply(error: Exception) -> tuple[str, str]:
