@@ -89,6 +89,9 @@ class WorkerService:
         self._overview: dict[str, tuple[int, dict[str, Any]]] = {}  # lang -> (generation, response)
         self._rows = OverviewRows()
         self._build_lock = threading.Lock()
+        self._wanted: set[str] = set()  # languages whose overview the background builder keeps current
+        self._builder: threading.Thread | None = None
+        self._rebuild = threading.Event()
         # the worker
         self._start_lock = threading.Lock()
         self._send_lock = threading.Lock()
@@ -263,12 +266,39 @@ class WorkerService:
         started = time.monotonic()
         self._listed()
         with self._cond:
+            cached = self._overview.get(lang)
+            if cached is not None and self._read_at and all(name in self._reports for name in self._names or []):
+                if cached[0] != self._generation:  # newer reports: the next request gets them
+                    self._rebuild_later(lang)
+                return cached[1]
             self._cond.wait_for(lambda: self._read_at or self._restarting,
                                 max(0.0, started + budget_s - time.monotonic()))
             if self._read_at:
                 deadline = max(started + budget_s, self._read_at + FIRST_ANALYSIS_GRACE_S)
                 self._cond.wait_for(lambda: all(name in self._reports for name in self._names or []),
                                     max(0.0, deadline - time.monotonic()))
+        return self._build(lang)
+
+    def _rebuild_later(self, lang: str) -> None:
+        """Have the overview in `lang` rebuilt off the request (call with `_cond` held): while
+        every run has a report, a request answers with the last one built rather than wait for a
+        thousand rows to be assembled (the re-analysis of 1000 runs changes them twice a second)."""
+        self._wanted.add(lang)
+        if self._builder is None:
+            self._builder = threading.Thread(target=self._build_when_asked, name="tb-health-overview", daemon=True)
+            self._builder.start()
+        self._rebuild.set()
+
+    def _build_when_asked(self) -> None:
+        while not self._stopped.is_set():
+            self._rebuild.wait()
+            self._rebuild.clear()
+            with self._cond:
+                wanted = list(self._wanted)
+            for lang in wanted:
+                self._build(lang)
+
+    def _build(self, lang: str) -> dict[str, Any]:
         with self._build_lock:  # one build at a time: concurrent requests share it
             with self._cond:
                 generation = self._generation
