@@ -290,7 +290,7 @@ class WorkerService:
         self._rebuild.set()
 
     def _build_when_asked(self) -> None:
-        while not self._stopped.is_set():
+        while True:
             self._rebuild.wait()
             self._rebuild.clear()
             with self._cond:

@@ -271,3 +271,31 @@ def test_runs_listed_but_not_yet_read_are_pending_rows(tmp_path):
     service._handle(("listing", {"names": ["big", "small"], "changed": {}, "partial": True}))
     body = service.overview(budget_s=0)
     assert [(r["run"], r["status"]) for r in body["runs"]] == [("big", "pending"), ("small", "pending")]
+
+
+def test_while_every_run_has_a_report_runs_answers_with_the_last_overview_built(tmp_path):
+    """During a re-analysis new reports arrive twice a second: a request answers with the last
+    overview at once, and the next one is assembled off the request."""
+    from tb_health_plugin.analysis import engine
+    from tb_health_plugin.run_data import RunData, ScalarSeries
+    from tb_health_plugin.worker import WorkerService
+
+    def raw_report(last_step: int) -> dict:
+        steps = np.arange(last_step + 1)
+        data = RunData("a", scalars={"loss": ScalarSeries.from_lists(steps, 1.0 / (1 + steps))})
+        return engine.analyze_runs([data], lang=None)[0]
+
+    service = WorkerService(str(tmp_path))
+    service._stopped.set()  # no worker: the messages below are what a worker sends
+    meta = {"version": 1, "tags": {"signals": {"loss": "loss"}}, "last_update": None, "source": None}
+    config = {"file": None, "tags": {}, "error": None}
+    service._handle(("listing", {"names": ["a"], "changed": {"a": meta}, "config": config, "storage": None}))
+    service._handle(("reports", {"a": {"version": 1, "report": raw_report(99)}}))
+    first = service.overview()
+    assert first["runs"][0]["steps"] == {"first": 0, "last": 99}
+    service._handle(("listing", {"names": ["a"], "changed": {"a": {**meta, "version": 2}}, "config": config,
+                                 "storage": None}))
+    service._handle(("reports", {"a": {"version": 2, "report": raw_report(199)}}))
+    assert service.overview() is first  # not waiting for the rebuild
+    fresh = wait_for(lambda: service.overview() is not first and service.overview(), "the next overview built")
+    assert fresh["runs"][0]["steps"] == {"first": 0, "last": 199}
