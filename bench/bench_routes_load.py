@@ -1,6 +1,7 @@
 """The Health routes under load in a real TensorBoard process: 1000+ runs, concurrent pollers.
 
     PYTHONPATH=. python bench/bench_routes_load.py [--jobs 250] [--ranks 4] [--clients 4] [--window-s 8]
+        [--baseline TREE] [--python-loader]
 
 Builds a logdir of `jobs x ranks` small runs (`job_<i>/rank_<r>`, 300 steps of loss, lr, grad
 norm and two per-parameter norms) plus one big run, starts `tensorboard` on a free loopback port
@@ -14,7 +15,15 @@ the web app's and the plugin's) and polls the routes from a few concurrent clien
 3. polling an unchanged logdir, several windows: latency per route (p50, p95) and server CPU per
    window, which must stay flat (no repeated reading or analysis);
 4. a slow analysis: points are appended to the big run, whose re-analysis takes seconds; the
-   other routes are polled meanwhile and must stay as fast as in phase 3.
+   other routes are polled meanwhile and must stay as fast as in phase 3;
+5. a full re-analysis: a `tb-health.toml` naming the loss tag every run already uses changes
+   every unit's analysis key, so every run is analysed again while the routes are polled
+   (target: `runs` p95 <= 150 ms);
+6. the plugin's data layer alone, in a fresh process.
+
+`--baseline TREE` runs phases 1-5 first with another checkout of the package (say the previous
+commit: `git archive <commit> tb_health_plugin | tar -x -C TREE`) on a copy of the same logdir,
+and prints both side by side. `--python-loader` starts TensorBoard with `--load_fast=false`.
 
 Server memory is the tensorboard process's RSS from /proc (the data server's is printed apart).
 Not part of the test suite.
@@ -26,6 +35,7 @@ import argparse
 import importlib.util
 import os
 import random
+import shutil
 import statistics
 import struct
 import subprocess
@@ -155,7 +165,7 @@ def child_pids(pid: int) -> list[int]:
 def memory_text(pid: int) -> str:
     rss, hwm = memory_mb(pid)
     others = sum(memory_mb(child)[0] for child in child_pids(pid))
-    return f"RSS {rss:.0f} MB (peak {hwm:.0f} MB); data server {others:.0f} MB"
+    return f"RSS {rss:.0f} MB (peak {hwm:.0f} MB); its children (data server, analysis worker) {others:.0f} MB"
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -284,6 +294,90 @@ def wait_for_all_analysed(base: str, expected: int, timeout_s: float = 600) -> f
         time.sleep(1.0)
 
 
+def full_reanalysis(base: str, logdir: Path, urls: dict[str, callable], clients: int, seconds: float):
+    """Phase 5: `tb-health.toml` names the loss tag every run already uses, which changes the
+    analysis key of every unit: all of them are analysed again, while the routes are polled."""
+    (logdir / "tb-health.toml").write_text('[tags]\nloss = "train/loss"\n')
+    during = poll(urls, clients, seconds)
+    state = get_json(f"{base}{PREFIX}/runs", timeout=120).get("analysis")
+    return during, state
+
+
+def measure(logdir: Path, tree: Path, args, label: str) -> dict[str, float]:
+    """Phases 1-5 on `logdir` with the plugin of `tree`; the figures for the side-by-side table."""
+    rng = random.Random(0)
+    small = sorted(str(p.parent.relative_to(logdir)) for p in logdir.glob("job_*/rank_*/events.*"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH")) if p))
+    figures: dict[str, float] = {}
+    print(f"== {label} ({tree})", flush=True)
+    with running_tensorboard(logdir, load_fast=not args.python_loader, reload_interval_s=0, env=env) as base:
+        pid = server_pid(int(base.rsplit(":", 1)[1]))
+        print(f"tensorboard pid {pid} at {base}; {memory_text(pid)} before the first request")
+        cold = wait_for_all_analysed(base, len(small) + 1)
+        figures["cold_s"] = cold
+        print(f"1. cold start: every run analysed after {cold:.1f} s; {memory_text(pid)}", flush=True)
+
+        idle_rate, waited = settle_idle(pid)
+        print(f"2. idle: server CPU {idle_rate * 100:.1f}% of a core (TensorBoard and the plugin's refresher), "
+              f"{waited:.0f} s after the cold start")
+
+        urls = route_urls(base, small, rng)
+        print(f"3. polling the unchanged logdir: {args.clients} clients, {args.windows} windows of {args.window_s:.0f} s")
+        steady: dict[str, list[float]] = defaultdict(list)
+        for window in range(args.windows):
+            cpu_before = cpu_seconds(pid)
+            latencies = poll(urls, args.clients, args.window_s)
+            cpu = cpu_seconds(pid) - cpu_before
+            requests = sum(len(v) for v in latencies.values())
+            for name, values in latencies.items():
+                steady[name].extend(values)
+            print(f"  window {window + 1}: {requests} requests, server CPU {cpu:.2f} s "
+                  f"({cpu / requests * 1000:.1f} ms/request), runs p50 {percentile_ms(latencies['runs'], 50):.0f} ms")
+        print_latencies("all windows:", steady)
+        print(f"  {memory_text(pid)}", flush=True)
+        figures["steady_runs_p50"], figures["steady_runs_p95"] = (percentile_ms(steady["runs"], q) for q in (50, 95))
+
+        print(f"4. slow analysis: {args.append_points:,} points appended to 'big', other runs polled meanwhile")
+        expected_last = args.big_points + args.append_points - 1
+        with open(event_file(logdir / "big"), "ab") as handle:
+            handle.write(scalar_records(big_run(args.append_points, args.big_points, np.random.default_rng(1)),
+                                        first_step=args.big_points))
+        appended = time.perf_counter()
+        big_ready: list[float] = []
+
+        def wait_big_report() -> None:
+            while time.perf_counter() - appended < 600:
+                report = get_json(f"{base}{PREFIX}/report?run=big", timeout=300)["runs"][0]
+                if report["steps"]["last"] == expected_last:
+                    big_ready.append(time.perf_counter() - appended)
+                    return
+                time.sleep(0.1)
+
+        waiter = threading.Thread(target=wait_big_report)
+        waiter.start()
+        during = poll(urls, args.clients, args.window_s)
+        waiter.join()
+        print_latencies("other runs while 'big' is read and re-analysed:", during)
+        if big_ready:
+            print(f"    'big' reported its {expected_last + 1:,} points {big_ready[0]:.1f} s after the append "
+                  f"(refresh, read, analysis)")
+        for name in ("report", "series", "tags", "runs"):
+            ratio = statistics.median(during[name]) / statistics.median(steady[name])
+            print(f"    {name} p50 during / steady: x{ratio:.2f}")
+        print(f"  {memory_text(pid)}", flush=True)
+        figures["slow_runs_p50"], figures["slow_runs_p95"] = (percentile_ms(during["runs"], q) for q in (50, 95))
+
+        print(f"5. full re-analysis: tb-health.toml changes every unit's analysis, routes polled {args.reanalysis_s:.0f} s")
+        during, state = full_reanalysis(base, logdir, urls, args.clients, args.reanalysis_s)
+        print_latencies("every route while every run is analysed again:", during)
+        if state:
+            print(f"    at the end of the window: {state['done']} of {state['total']} runs re-analysed ({state['state']})")
+        print(f"  {memory_text(pid)}", flush=True)
+        figures["full_runs_p50"], figures["full_runs_p95"] = (percentile_ms(during["runs"], q) for q in (50, 95))
+        figures["rss_mb"] = memory_mb(pid)[0]
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=250)
@@ -293,8 +387,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--window-s", type=float, default=8.0)
     parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--reanalysis-s", type=float, default=20.0, help="phase 5's polling window")
+    parser.add_argument("--python-loader", action="store_true", help="TensorBoard's --load_fast=false")
+    parser.add_argument("--baseline", type=Path, help="another checkout of the package, measured first on a copy")
+    parser.add_argument("--skip-alone", action="store_true", help="skip phase 6 (the data layer alone)")
     args = parser.parse_args()
-    rng = random.Random(0)
 
     with tempfile.TemporaryDirectory(prefix="tb-health-load-") as tmp:
         logdir = Path(tmp) / "logs"
@@ -303,64 +400,27 @@ def main() -> None:
         size_mb = sum(p.stat().st_size for p in logdir.rglob("*tfevents*")) / 1e6
         print(f"logdir: {len(small) + 1} runs ({len(small)} of {SMALL_STEPS} steps x 5 tags, one of "
               f"{args.big_points:,} points), {size_mb:.1f} MB, written in {time.perf_counter() - started:.1f} s")
+        results = []
+        if args.baseline:
+            copy = Path(tmp) / "baseline-logs"
+            shutil.copytree(logdir, copy)
+            results.append(("baseline", measure(copy, args.baseline, args, "baseline")))
+        this_tree = Path(__file__).resolve().parents[1]
+        results.append(("this tree", measure(logdir, this_tree, args, "this tree")))
+        if len(results) > 1:
+            print("side by side (ms; runs route, 4 clients polling every route):")
+            print(f"  {'':10s} {'cold s':>7s} {'steady p50/p95':>15s} {'slow analysis':>15s} "
+                  f"{'full re-analysis':>17s} {'RSS MB':>7s}")
+            for label, f in results:
+                print(f"  {label:10s} {f['cold_s']:7.1f} {f['steady_runs_p50']:7.0f}/{f['steady_runs_p95']:<7.0f} "
+                      f"{f['slow_runs_p50']:7.0f}/{f['slow_runs_p95']:<7.0f} {f['full_runs_p50']:8.0f}/"
+                      f"{f['full_runs_p95']:<8.0f} {f['rss_mb']:7.0f}")
 
-        with running_tensorboard(logdir, load_fast=True, reload_interval_s=0) as base:
-            pid = server_pid(int(base.rsplit(":", 1)[1]))
-            print(f"tensorboard pid {pid} at {base}; {memory_text(pid)} before the first request")
-            cold = wait_for_all_analysed(base, len(small) + 1)
-            print(f"1. cold start: every run analysed after {cold:.1f} s; {memory_text(pid)}")
-
-            idle_rate, waited = settle_idle(pid)
-            print(f"2. idle: server CPU {idle_rate * 100:.1f}% of a core (TensorBoard and the plugin's refresher), "
-                  f"{waited:.0f} s after the cold start")
-
-            urls = route_urls(base, small, rng)
-            print(f"3. polling the unchanged logdir: {args.clients} clients, {args.windows} windows of {args.window_s:.0f} s")
-            steady: dict[str, list[float]] = defaultdict(list)
-            for window in range(args.windows):
-                cpu_before = cpu_seconds(pid)
-                latencies = poll(urls, args.clients, args.window_s)
-                cpu = cpu_seconds(pid) - cpu_before
-                requests = sum(len(v) for v in latencies.values())
-                for name, values in latencies.items():
-                    steady[name].extend(values)
-                print(f"  window {window + 1}: {requests} requests, server CPU {cpu:.2f} s "
-                      f"({cpu / requests * 1000:.1f} ms/request), runs p50 {percentile_ms(latencies['runs'], 50):.0f} ms")
-            print_latencies("all windows:", steady)
-            print(f"  {memory_text(pid)}")
-
-            print(f"4. slow analysis: {args.append_points:,} points appended to 'big', other runs polled meanwhile")
-            expected_last = args.big_points + args.append_points - 1
-            with open(event_file(logdir / "big"), "ab") as handle:
-                handle.write(scalar_records(big_run(args.append_points, args.big_points, np.random.default_rng(1)),
-                                            first_step=args.big_points))
-            appended = time.perf_counter()
-            big_ready: list[float] = []
-
-            def wait_big_report() -> None:
-                while time.perf_counter() - appended < 300:
-                    report = get_json(f"{base}{PREFIX}/report?run=big", timeout=300)["runs"][0]
-                    if report["steps"]["last"] == expected_last:
-                        big_ready.append(time.perf_counter() - appended)
-                        return
-                    time.sleep(0.1)
-
-            waiter = threading.Thread(target=wait_big_report)
-            waiter.start()
-            during = poll(urls, args.clients, args.window_s)
-            waiter.join()
-            print_latencies("other runs while 'big' is read and re-analysed:", during)
-            print(f"    'big' reported its {expected_last + 1:,} points {big_ready[0]:.1f} s after the append "
-                  f"(refresh, read, analysis), inside the {args.window_s:.0f} s polling window")
-            for name in ("report", "series", "tags", "runs"):
-                ratio = statistics.median(during[name]) / statistics.median(steady[name])
-                print(f"    {name} p50 during / steady: x{ratio:.2f}")
-            print(f"  {memory_text(pid)}")
-
-        took, peak, series, idle, refreshes, analyses = plugin_alone(logdir)
-        print(f"5. the plugin's data layer alone (HealthService in a fresh process, no TensorBoard loader): "
-              f"every run analysed in {took:.1f} s, peak RSS {peak:.0f} MB, series buffers {series:.0f} MB; "
-              f"then idle {idle * 100:.1f}% of a core, {refreshes:.0f} refreshes and {analyses:.0f} analyses in 12 s")
+        if not args.skip_alone:
+            took, peak, series, idle, refreshes, analyses = plugin_alone(logdir)
+            print(f"6. the plugin's data layer alone (HealthService in a fresh process, no TensorBoard loader): "
+                  f"every run analysed in {took:.1f} s, peak RSS {peak:.0f} MB, series buffers {series:.0f} MB; "
+                  f"then idle {idle * 100:.1f}% of a core, {refreshes:.0f} refreshes and {analyses:.0f} analyses in 12 s")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ chart (including the heatmap) to be drawn, with smoothing (0.6) and a log y axis
 the click to the last chart's draw; the wall time seen from Python is printed beside it. The cold
 start (the first request after TensorBoard starts reads and analyses every point) is reported
 apart.
+With `--listing-only` it times just that first listing, the run listed by the tab after
+TensorBoard starts, under both of TensorBoard's loaders (`--load_fast=false`, its Python loader
+in the same interpreter as the plugin's routes, and `true`, the Rust data server), and with
+`--baseline TREE` the same for another checkout of the package (say the previous commit,
+`git archive <commit> | tar -x -C TREE`), side by side on the same logdir.
 It also times the data routes directly, and the same `series` request without downsampling
 (`width` = every point, capped by the route) side by side. Target: under 1 s. Not part of the
 test suite.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import struct
 import sys
@@ -111,6 +117,25 @@ def open_run(tab: HealthTab) -> tuple[float, float]:
     return float(drawn), (time.perf_counter() - started) * 1000
 
 
+def first_listing(logdir: Path, load_fast: bool, tree: Path) -> float:
+    """Seconds from TensorBoard answering to the tab listing the big run, with the package of `tree`."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH")) if p))
+    with running_tensorboard(logdir, load_fast=load_fast, env=env) as base, browser_page() as page:
+        started = time.perf_counter()
+        tab = HealthTab(page, base).open()
+        tab.wait_until(f"w => w.document.querySelector(`tr.run-row[data-run='{BIG_RUN}']`) !== null", timeout_s=900)
+        return time.perf_counter() - started
+
+
+def listing_table(logdir: Path, baseline: Path | None) -> None:
+    trees = [("this tree", TESTS.parent)] + ([("baseline", baseline)] if baseline else [])
+    print("first listing of the big run after TensorBoard starts (s), target <= 10 s:")
+    for label, tree in trees:
+        for load_fast in (False, True):
+            took = first_listing(logdir, load_fast, tree)
+            print(f"  {label:10s} --load_fast={'true ' if load_fast else 'false'} {took:7.1f} s", flush=True)
+
+
 def time_route(url: str, repeats: int = 3) -> tuple[float, int]:
     times, size = [], 0
     for _ in range(repeats):
@@ -125,6 +150,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--load-fast", choices=("true", "false"), default="false",
+                        help="TensorBoard's loader for the chart timings (false: its Python loader)")
+    parser.add_argument("--listing-only", action="store_true", help="time only the first listing, both loaders")
+    parser.add_argument("--baseline", type=Path, help="another checkout of the package to time beside this one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tab-bench-") as tmp:
         logdir = Path(tmp)
@@ -132,7 +161,10 @@ def main() -> None:
         write_run(logdir / BIG_RUN, args.steps)
         write_run(logdir / "small", 1000)
         print(f"wrote {args.steps:,} steps ({4 * args.steps:,} scalar points) in {time.perf_counter() - started:.1f} s")
-        with running_tensorboard(logdir) as base, browser_page() as page:
+        if args.listing_only:
+            listing_table(logdir, args.baseline)
+            return
+        with running_tensorboard(logdir, load_fast=args.load_fast == "true") as base, browser_page() as page:
             started = time.perf_counter()
             tab = HealthTab(page, base).open()
             tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length > 0", timeout_s=600)

@@ -11,7 +11,6 @@ logdir itself rather than TensorBoard's multiplexer, which is `None` under the R
 
 from __future__ import annotations
 
-import json
 import mimetypes
 from collections.abc import Callable
 from pathlib import Path
@@ -22,14 +21,15 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_health_plugin.analysis.findings import json_safe
 from tb_health_plugin.analysis.render import kind_labels
-from tb_health_plugin.contract import x_axis_of
+from tb_health_plugin.answers import json_body
 from tb_health_plugin.i18n import LANGUAGES
 from tb_health_plugin.service import HealthService
 from tb_health_plugin.views import envelope as envelope_view
 from tb_health_plugin.views import heatmap as heatmap_view
+from tb_health_plugin.views.overview import PENDING
 from tb_health_plugin.views.response_cache import ResponseCache
+from tb_health_plugin.worker import WorkerService
 
 PLUGIN_NAME = "health"
 TAB_NAME = "Health"
@@ -47,15 +47,6 @@ class MethodNotAllowedError(errors.PublicError):
 
 
 EXPORT_TYPES = {"html": "text/html", "md": "text/markdown"}  # /export formats and their types
-
-def json_body(payload: Any) -> str:
-    """Strict JSON; should a non-finite number hide anywhere (a wall time of `inf` in a log, an
-    evidence value), it is sent as null instead of failing the whole response."""
-    try:
-        return json.dumps(payload, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        return json.dumps(json_safe(payload, nonfinite_as_null=True), allow_nan=False, separators=(",", ":"))
-
 
 def _json(request, payload: Any):
     return http_util.Respond(request, json_body(payload), "application/json")
@@ -101,13 +92,27 @@ def _lang_arg(request) -> str:
     return lang
 
 
+def analysis_status(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """`analysing` while a run listed waits for its first analysis (`pending`) or has newer data
+    being analysed (`analysing`), with how many runs are done; `idle` once every run is current."""
+    done = sum(1 for run in runs if run["status"] != PENDING and not run.get("analysing"))
+    return {"state": "analysing" if done < len(runs) else "idle", "done": done, "total": len(runs)}
+
+
 class HealthPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
-    def __init__(self, context: base_plugin.TBContext):
+    def __init__(self, context: base_plugin.TBContext, worker: bool | None = None):
+        """`worker`: read and analyse in a worker process (`worker.py`), which is the default
+        when TensorBoard loads the plugin (its context has flags); in this interpreter when the
+        plugin is built bare (a script, a test of the routes), unless asked."""
         self._logdir = context.logdir or ""
-        self._service = HealthService(self._logdir) if self._logdir else None
+        if worker is None:
+            worker = context.flags is not None
+        self._service: HealthService | WorkerService | None = None
         self._runs_bodies = ResponseCache()  # the overview's JSON, rendered once per overview
+        if self._logdir:
+            self._service = WorkerService(self._logdir) if worker else HealthService(self._logdir)
 
     def is_active(self) -> bool:
         # Cheap on purpose: TensorBoard calls this often; the tab itself says when there is no data.
@@ -139,7 +144,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             content_type = "application/javascript"
         return lambda request: http_util.Respond(request, path.read_bytes(), content_type)
 
-    def _require_service(self) -> HealthService:
+    def _require_service(self) -> HealthService | WorkerService:
         if self._service is None:
             raise errors.InvalidArgumentError("TensorBoard was started without --logdir; the Health tab needs one")
         return self._service
@@ -148,32 +153,23 @@ class HealthPlugin(base_plugin.TBPlugin):
         lang = _lang_arg(request)
         if self._service is None:
             return _json(request, {"logdir": "", "language": lang, "kinds": kind_labels(lang), "runs": [],
-                                   "jobs": [], "config": None, "storage": None})
-        # the overview is cached per data version; the store's state changes without new data
+                                   "jobs": [], "config": None, "storage": None, "analysis": analysis_status([]),
+                                   "worker": None, "reading": None})
+        # the overview is cached per data version; the store's, the reader's and the worker's state
+        # change without new data
         overview = self._service.overview(lang=lang)
-        extras = {"storage": self._service.storage_status(), "reading": self._service.reading_status()}
-        return self._runs_bodies.respond(request, lang, overview, extras, lambda: json_body({**overview, **extras}))
+        extras = {"storage": self._service.storage_status(), "reading": self._service.reading_status(),
+                  "worker": self._service.worker_status() if isinstance(self._service, WorkerService) else None}
+        return self._runs_bodies.respond(
+            request, lang, overview, extras,
+            lambda: json_body({**overview, **extras, "analysis": analysis_status(overview["runs"])}))
 
     def _serve_report(self, request):
         service = self._require_service()
         return _json(request, service.report_response(_required(request, "run"), _lang_arg(request)))
 
     def _serve_tags(self, request):
-        service = self._require_service()
-        run = _required(request, "run")
-        data = service.run_data(run)
-        roles = service.roles(run)
-        return _json(
-            request,
-            {
-                "run": run,
-                "scalars": sorted(data.scalars),
-                "histograms": sorted(data.histograms),
-                "signals": roles.scalars,
-                "per_parameter": roles.per_parameter,
-                "samples_axis": sorted(tag for tag in data.scalars if x_axis_of(tag) != "step"),
-            },
-        )
+        return _json(request, self._require_service().tags(_required(request, "run")))
 
     def _serve_series(self, request):
         service = self._require_service()
@@ -182,12 +178,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         width = _int_arg(request, "width", envelope_view.DEFAULT_WIDTH, envelope_view.MIN_WIDTH, envelope_view.MAX_WIDTH)
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
-        data = service.run_data(run)
-        if tag not in data.scalars:
-            raise errors.NotFoundError(f"unknown tag for run {run}: {tag}")
-        payload = {"run": run, "tag": tag, "x_axis": x_axis_of(tag)}
-        payload.update(envelope_view.envelope(data.scalars[tag], width, start, end))
-        return _json(request, payload)
+        return _json(request, service.series(run, tag, width, start, end))
 
     def _serve_export(self, request):
         """The health report of the runs named (`run`, repeated) as one self-contained file."""
@@ -213,15 +204,6 @@ class HealthPlugin(base_plugin.TBPlugin):
         start = _int_arg(request, "start", None)
         end = _int_arg(request, "end", None)
 
-        def render(data) -> str:
-            per_param = {
-                param: (tag, data.scalars[tag])
-                for param, tag in service.roles(run).per_parameter.get("param_grad_norm", {}).items()
-            }
-            payload = {"run": run}
-            payload.update(heatmap_view.heatmap(per_param, width, start, end))
-            return json_body(payload)
-
         # With 100k parameters a heatmap takes seconds and megabytes: rendered once per data version.
-        body = service.view(run, "heatmap", (width, start, end), render)
+        body = service.heatmap(run, width, start, end)
         return http_util.Respond(request, body, "application/json")

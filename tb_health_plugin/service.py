@@ -29,8 +29,9 @@ from typing import Any
 from tensorboard import errors
 
 from tb_health_plugin.analysis import engine, triage
-from tb_health_plugin.analysis.render import kind_labels, render_run_report
+from tb_health_plugin.analysis.render import render_run_report
 from tb_health_plugin.analysis.run_findings import RunFindingsMemo
+from tb_health_plugin.answers import OverviewRows, RunEntry, heatmap_body, series_payload, tags_payload
 from tb_health_plugin.contract import job_of
 from tb_health_plugin.logdir_config import (
     LogdirConfig,
@@ -43,7 +44,6 @@ from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_f
 from tb_health_plugin.readers.storage import Backoff
 from tb_health_plugin.roles import RoleMap, resolve_roles
 from tb_health_plugin.run_data import RunData
-from tb_health_plugin.views import overview as overview_view
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +144,7 @@ class HealthService:
         self._roles: dict[str, tuple[tuple, RoleMap]] = {}  # run -> ((version, overrides), roles)
         # lang -> (versions and config; response; the reports it rests on; generation it is current at)
         self._overview: dict[str, tuple] = {}
+        self._rows = OverviewRows()
         self._backoff = Backoff()
         self._next_refresh_at = 0.0  # time.time() of the next refresh
         self.triage_mode = triage.mode_from_environment()  # ranks trusted from their online verdict
@@ -288,9 +289,7 @@ class HealthService:
                 versions.append((name, self._reader.version(name), id(reports[name])))
             except KeyError:
                 continue  # deleted since it was listed
-        with self._lock:
-            config = {"file": self._config.path and os.path.basename(self._config.path),
-                      "tags": dict(self._config.tags), "error": self.config_error}
+        config = self.config_summary()
         key = (tuple(versions), repr(config))
         # reused without a walk while nothing changes, unless runs were still pending
         reusable_at = generation if all(report is not None for report in reports.values()) else None
@@ -299,26 +298,50 @@ class HealthService:
             if cached is not None and cached[0] == key:
                 self._overview[lang] = (*cached[:3], reusable_at)
                 return cached[1]
-        runs = []
+        entries = []
         for name, _, _ in versions:
             try:
                 data = self.run_data(name)
                 roles = self.roles(name)
             except UnknownRun:
                 continue
-            report = render_run_report(reports[name], lang) if reports[name] else overview_view.pending_report(name)
-            summary = overview_view.run_summary(report, roles.scalars, data.last_wall_time or None)
-            summary["job"] = job_of(name)
-            summary["source"] = source_format(self.logdir, name)
-            runs.append(summary)
+            entries.append(RunEntry(name, reports[name], roles.scalars, data.last_wall_time or None,
+                                    source_format(self.logdir, name), self._analysing(name)))
         with self._lock:  # once per rebuild, not per run: with 10,000 runs that was seconds per rebuild
             for gone in set(self._roles) - {name for name, _, _ in versions}:
                 del self._roles[gone]
-        response = {"logdir": self.logdir, "language": lang, "kinds": kind_labels(lang), "runs": runs,
-                    "jobs": overview_view.job_summaries(runs), "config": config}
+        response = self._rows.overview(self.logdir, lang, entries, config)
         with self._lock:
             self._overview[lang] = (key, response, reports, reusable_at)
         return response
+
+    def _analysing(self, name: str) -> bool:
+        """Whether the run's report is of older data than the run now has (re-analysis pending)."""
+        with self._lock:
+            cached = self._reports.get(name)
+        try:
+            return cached is not None and (name, self._reader.version(name)) not in cached[0][0]
+        except KeyError:
+            return False
+
+    def config_summary(self) -> dict[str, Any]:
+        """The logdir's `tb-health.toml` as the `runs` route states it: file, overrides, error."""
+        with self._lock:
+            return {"file": self._config.path and os.path.basename(self._config.path),
+                    "tags": dict(self._config.tags), "error": self.config_error}
+
+    def tags(self, run: str) -> dict[str, Any]:
+        """The `tags` route's answer: the run's tags and the role each plays."""
+        return tags_payload(run, self.run_data(run), self.roles(run))
+
+    def series(self, run: str, tag: str, width: int, start: int | None, end: int | None) -> dict[str, Any]:
+        """The `series` route's answer: the envelope of one scalar tag (`views/envelope.py`)."""
+        return series_payload(run, tag, self.run_data(run), width, start, end)
+
+    def heatmap(self, run: str, width: int, start: int | None, end: int | None) -> str:
+        """The `heatmap` route's body, rendered once per data version (100k parameters take seconds)."""
+        return self.view(run, "heatmap", (width, start, end),
+                         lambda data: heatmap_body(run, data, self.roles(run), width, start, end))
 
     def report_response(self, run: str, lang: str = "en") -> dict[str, Any]:
         """The versioned report holding just `run`, written in `lang` (`http_api.md`, `report`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import numpy as np
 import pytest
@@ -30,10 +31,16 @@ def logdir(tmp_path):
     return tmp_path
 
 
-@pytest.fixture()
-def client(logdir):
-    plugin = HealthPlugin(base_plugin.TBContext(logdir=str(logdir)))
-    return Client(application.TensorBoardWSGI([plugin]))
+@pytest.fixture(params=[False, True], ids=["in-process", "worker"])
+def client(logdir, request):
+    """The routes answer alike whether the plugin reads in this interpreter or in its worker."""
+    plugin = HealthPlugin(base_plugin.TBContext(logdir=str(logdir)), worker=request.param)
+    client = Client(application.TensorBoardWSGI([plugin]))
+    if request.param:  # the worker's `runs` answers without waiting for it: wait for its analyses here
+        while json.loads(client.get(PREFIX + "/runs").get_data(as_text=True))["analysis"]["state"] != "idle":
+            time.sleep(0.05)
+    yield client
+    plugin._service.stop()
 
 
 def get(client, path, expect=200):

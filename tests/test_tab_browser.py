@@ -144,7 +144,9 @@ def page(browser):
 
 
 def overview_runs(tab: HealthTab) -> list[str]:
-    tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length > 0")
+    # the first answer may list runs still being read or analysed (pending): wait for their verdicts
+    tab.wait_until("w => w.document.querySelectorAll('tr.run-row').length > 0 &&"
+                   " !w.document.querySelector(`tr.run-row[data-status='pending']`)", timeout_s=300)
     return tab.eval("w => [...w.document.querySelectorAll('tr.run-row')].map(r => r.dataset.run)")
 
 

@@ -51,6 +51,20 @@ export interface StorageProblem {
   retry_in_s: number;
 }
 
+/** Runs whose analysis is not current yet (never analysed, or newer data being analysed). */
+export interface AnalysisStatus {
+  state: 'analysing' | 'idle';
+  done: number;
+  total: number;
+}
+
+/** The server's analysis worker was restarted (or is being): the runs analysed before stay listed. */
+export interface WorkerNotice {
+  state: 'restarting' | 'running';
+  restarts: number;
+  exit_code: number | null;
+}
+
 export interface RunsResponse {
   logdir: string;
   /** The language the findings are written in, and every finding kind's name in it. */
@@ -61,6 +75,8 @@ export interface RunsResponse {
   /** The logdir's tb-health.toml, as the CLI reads it too. */
   config: {file: string | null; tags: Record<string, string>; error: string | null} | null;
   storage?: StorageProblem | null;
+  analysis?: AnalysisStatus;
+  worker?: WorkerNotice | null;
 }
 
 export interface RunReport {

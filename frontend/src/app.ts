@@ -3,7 +3,7 @@
 // without rebuilding them, so selection, zoom and scroll survive every refresh.
 
 import {visibleName} from './format';
-import {api, type RunSummary, type StorageProblem} from './api';
+import {api, type AnalysisStatus, type RunSummary, type StorageProblem, type WorkerNotice} from './api';
 import {setTensorBoardRuns} from './colors';
 import {CompareView} from './compare';
 import {el} from './dom';
@@ -32,6 +32,9 @@ export class App {
   private readonly errorBanner = el('div', {class: 'error-banner', attrs: {hidden: ''}});
   /** The logdir could not be read whole (object storage failing): said above the runs read before. */
   private readonly storageBanner = el('div', {class: 'error-banner storage-problem', attrs: {hidden: '', role: 'status'}});
+  /** The server's analysis worker died: said above the runs it analysed before, which stay shown. */
+  private readonly workerBanner = el('div', {class: 'error-banner worker-notice', attrs: {hidden: '', role: 'status'}});
+  private analysis: AnalysisStatus | null = null;
   private readonly langButtons = new Map<Lang, HTMLButtonElement>();
   private readonly main = el('main', {class: 'main'});
   private readonly poller = new Poller(POLL_INTERVAL_MS, () => this.refresh());
@@ -80,6 +83,7 @@ export class App {
         ]),
         this.errorBanner,
         this.storageBanner,
+        this.workerBanner,
         this.main,
       ]),
     );
@@ -102,6 +106,8 @@ export class App {
       this.lastRefresh = Date.now();
       this.errorBanner.hidden = true;
       this.showStorageProblem(response.storage ?? null);
+      this.showWorkerNotice(response.worker ?? null);
+      this.analysis = response.analysis ?? null;
       this.overview.update(this.runs, response.logdir, response.jobs);
       this.runView.setRuns(this.runs);
       this.runView.logdir = response.logdir;
@@ -117,6 +123,16 @@ export class App {
     this.storageBanner.hidden = problem === null;
     this.storageBanner.textContent = problem
       ? t('storageProblem', {error: problem.message, seconds: String(Math.ceil(problem.retry_in_s))})
+      : '';
+  }
+
+  private showWorkerNotice(worker: WorkerNotice | null): void {
+    this.workerBanner.hidden = worker === null;
+    const code = String(worker?.exit_code ?? '?');
+    this.workerBanner.textContent = worker
+      ? worker.state === 'restarting'
+        ? t('workerRestarting', {code})
+        : t('workerRestarted', {count: String(worker.restarts), code})
       : '';
   }
 
@@ -202,6 +218,11 @@ export class App {
 
   private renderRefreshState(): void {
     const age = this.lastRefresh === null ? null : (Date.now() - this.lastRefresh) / 1000;
-    this.refreshState.textContent = age === null ? t('loading') : t('updated', {age: relativeAge(age)});
+    const updated = age === null ? t('loading') : t('updated', {age: relativeAge(age)});
+    const analysis = this.analysis;
+    this.refreshState.textContent =
+      analysis && analysis.state === 'analysing'
+        ? `${updated} · ${t('analysing', {done: String(analysis.done), total: String(analysis.total)})}`
+        : updated;
   }
 }
