@@ -139,7 +139,12 @@ class HealthMonitor(Callback):
         if self._graph_pending:  # before log_step: its clock then starts after this one-off work
             self._graph_pending = False
             self._log_network_graph(cb_params, step)
-        values = self.step_values(cb_params, step, steps_done)
+        try:
+            values = self.step_values(cb_params, step, steps_done)
+        except Exception as error:  # noqa: BLE001 - an unreadable output skips this step only
+            self.health.notices.input_error("log_step", step, error)
+            self.health.step_ended()
+            return
         if field(cb_params, "dataset_sink_mode") and steps_done > 1:
             window = SINK_WINDOW_KEPT if "window" in values else SINK_WINDOW_LOST
             self.health.note(step, SINK_NOTE.format(n=steps_done, window=window))
