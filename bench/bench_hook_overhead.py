@@ -23,7 +23,8 @@ tiniest model and falls as the work per step grows.
   tiny    2 layers, d=128, seq 64, batch 8     (about 30 ms a step here)
   small   4 layers, d=256, seq 128, batch 16   (about 25x the tiny one's step time here, 51 tensors vs 27)
 
-    PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 25] [--rounds 12] [--before REV]
+    PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 25] [--rounds 12]
+        [--before REV] [--configs baseline,hooks-default,...]
 """
 
 from __future__ import annotations
@@ -158,9 +159,11 @@ def time_steps(model, callbacks, size: ModelSize, steps: int) -> tuple[float, fl
     return (clock.ends[-1] - clock.ends[1]) / timed, (clock.cpu[-1] - clock.cpu[1]) / timed
 
 
-def measure(size: ModelSize, steps: int, rounds: int, workdir: str, before: bool) -> tuple[dict, dict]:
+CONFIGS = ("baseline", "monitor-only", "hooks-default", "hooks-before", "summary")
+
+
+def measure(size: ModelSize, steps: int, rounds: int, workdir: str, configs: list[str]) -> tuple[dict, dict]:
     """Wall and CPU seconds per step of every configuration, over interleaved rounds (order rotating)."""
-    configs = ["baseline", "monitor-only", "hooks-default", *(["hooks-before"] if before else []), "summary"]
     runs = {}
     for config in configs:
         model, callbacks = make_run(config, size, workdir)
@@ -209,7 +212,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25, help="steps per configuration and round")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--before", metavar="REV", help="also time the hooks of this git revision")
+    parser.add_argument("--configs", default=",".join(c for c in CONFIGS if c != "hooks-before"),
+                        help="comma-separated configurations (baseline always included)")
     args = parser.parse_args()
+    configs = ["baseline", *(c for c in args.configs.split(",") if c in CONFIGS and c != "baseline")]
+    if args.before and "hooks-before" not in configs:
+        configs.append("hooks-before")
+    if "hooks-before" in configs and not args.before:
+        parser.error("hooks-before needs --before REV")
 
     import mindspore as ms
 
@@ -219,7 +229,7 @@ def main() -> None:
         install_before(args.before, workdir)
     os.chdir(workdir)  # MindSpore writes rank_0/ and kernel folders into the cwd
     for name in SIZES if args.model == "both" else (args.model,):
-        times, cpu = measure(SIZES[name], args.steps, args.rounds, workdir, bool(args.before))
+        times, cpu = measure(SIZES[name], args.steps, args.rounds, workdir, configs)
         report(name, SIZES[name], times, cpu, args.steps, args.rounds)
 
 
