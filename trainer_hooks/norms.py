@@ -7,22 +7,12 @@ inside float32's range (zero, below 2^-100, or not finite) is every norm recompu
 `peak * sqrt(sum((x / peak)^2))` with `peak = max|x|`, exact for any finite input, NaN/Inf kept.
 The result is ONE small float32 vector, `[global, p_1, ..., p_k]`, the only thing the host has
 to fetch per step.
-
-`FusedGradNorms` (what `TrainOneStepWithHealth` uses) computes the same vector in a fixed
-handful of kernels whatever the number of parameters: every gradient flattened into one vector,
-widened to float64, squared and summed per parameter by one segment sum. On the CPU each kernel
-launch costs tens of microseconds, so the two launches per parameter of `grad_norm_stats` were
-most of the hooks' cost on small models. Float64 holds the square of any finite float32 (or
-float16) value, so there is no underflow, overflow or fallback branch; NaN/Inf are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import mindspore as ms
-import numpy as np
-from mindspore import Tensor, nn, ops
+from mindspore import ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
 
@@ -82,33 +72,3 @@ def jitted_grad_norm_stats():
         return grad_norm_stats(grads)
 
     return stats
-
-
-_flat_float32 = C.MultitypeFuncGraph("tb_health_flat_float32")
-
-
-@_flat_float32.register("Tensor")
-def _as_flat_float32(tensor):
-    return ops.reshape(ops.cast(tensor, mstype.float32), (-1,))
-
-
-class FusedGradNorms(nn.Cell):
-    """`[global_norm, norm(grads[0]), ..., norm(grads[-1])]` (float32) in a few kernels.
-
-    Args:
-        shapes: the gradients' shapes, in the order they will be passed (the parameters').
-    """
-
-    def __init__(self, shapes: Sequence[Sequence[int]]) -> None:
-        super().__init__()
-        sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
-        self.count = len(sizes)
-        # which parameter each element of the flattened gradients belongs to
-        self.segment_ids = Tensor(np.repeat(np.arange(len(sizes), dtype=np.int32), sizes))
-        self.hyper_map = C.HyperMap()
-
-    def construct(self, grads):
-        flat = ops.cast(ops.concat(self.hyper_map(_flat_float32, grads)), mstype.float64)
-        square_sums = ops.unsorted_segment_sum(flat * flat, self.segment_ids, self.count)
-        norms = ops.sqrt(ops.concat((ops.reshape(ops.reduce_sum(square_sums), (1,)), square_sums)))
-        return ops.cast(norms, mstype.float32)

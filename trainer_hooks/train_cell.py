@@ -5,8 +5,7 @@ change that lets `HealthMonitor` log global and per-parameter gradient norms, th
 used by each step, and (with `scale_sense`) the loss scale and the overflow flag.
 
 The cell returns `(loss, health)`, `health` being one float32 vector laid out as below (the
-loss included), so the callback fetches a single small tensor per step. The gradient norms take
-a fixed few kernels whatever the number of parameters (`norms.FusedGradNorms`). The overflow
+loss included), so the callback fetches a single small tensor per step. The overflow
 check is `not isfinite(global gradient norm)`, which runs on every backend (MindSpore's own
 check needs NPU kernels).
 
@@ -27,7 +26,7 @@ from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
 from mindspore.ops import functional as F
 
-from trainer_hooks.norms import FusedGradNorms
+from trainer_hooks.norms import grad_norm_stats
 
 # Positions in the health vector.
 HEALTH_LR = 0
@@ -91,7 +90,6 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
         self.scale_sense = Parameter(Tensor(initial, mstype.float32), name="tb_health_scale_sense")
         self.group_lr = bool(optimizer.is_group_lr)
         self.hyper_map = C.HyperMap()
-        self.grad_norms = FusedGradNorms([p.shape for p in optimizer.parameters])
         self.device_window = True
         self.window_absent = Tensor(np.array(WINDOW_ABSENT, np.float32))
         self.window = Parameter(Tensor(np.array(WINDOW_EMPTY, np.float32)), name="tb_health_window", requires_grad=False)
@@ -108,7 +106,7 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
         if self.loss_scaling:
             grads = self.hyper_map(F.partial(_unscale, scale), grads)
         grads = self.grad_reducer(grads)
-        stats = self.grad_norms(grads)
+        stats = grad_norm_stats(grads)
         overflow = ops.logical_not(ops.isfinite(stats[0]))
         scale_used = ops.reshape(scale, (1,)) * 1.0  # read before the update cell changes it
         if self.scale_update is not None:
