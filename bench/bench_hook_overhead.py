@@ -10,8 +10,12 @@ monitor's start and final analysis) stay out and every callback's per-step work 
   hooks-default   TrainOneStepWithHealth + HealthMonitor(log_dir)             (the documented setup)
   summary         nn.TrainOneStepCell + MindSpore SummaryCollector(collect_freq=10), its default
                   collection (loss, weight histograms, lineage) minus the dataset graph
+  hooks-before    (with `--before REV`) the documented setup with the hooks of git revision REV,
+                  copied into a temporary package, for a before/after comparison in one process
 Prints the median and minimum step time of each over the rounds, and the median over rounds of
-the ratio to the baseline's time in the same round (paired, robust to load drifting).
+the ratio to the baseline's time in the same round (paired, robust to load drifting) with its
+interquartile range; the same for the process's CPU time per step (all threads), which a
+shared machine's load disturbs far less than wall time.
 
 Two model sizes (`--model`): the in-step gradient norms cost a fixed few tens of microseconds
 per parameter tensor on the CPU (one kernel launch each), so their share is largest on the
@@ -20,13 +24,18 @@ tiniest model and falls as the work per step grows.
   small   4 layers, d=256, seq 128, batch 16   (about 25x the tiny one's step time here, 51 tensors vs 27)
 
     PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 25] [--rounds 12]
+        [--before REV] [--configs baseline,hooks-default,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -86,75 +95,115 @@ def dataset(size: ModelSize, steps: int):
     return ds.NumpySlicesDataset({"tokens": tokens[:, :-1], "labels": tokens[:, 1:]}, shuffle=False).batch(size.batch)
 
 
+BEFORE_PACKAGE = "trainer_hooks_before"
+
+
+def install_before(revision: str, workdir: str) -> None:
+    """`trainer_hooks` of git `revision` importable as `trainer_hooks_before` (imports renamed)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    names = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", revision, "trainer_hooks/"], cwd=repo, check=True,
+        capture_output=True, text=True,
+    ).stdout.split()
+    for name in names:
+        if not name.endswith(".py"):
+            continue
+        source = subprocess.run(["git", "show", f"{revision}:{name}"], cwd=repo, check=True, capture_output=True, text=True).stdout
+        target = os.path.join(workdir, BEFORE_PACKAGE + name.removeprefix("trainer_hooks"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as file:
+            file.write(re.sub(r"\btrainer_hooks\b", BEFORE_PACKAGE, source))
+    sys.path.insert(0, workdir)
+
+
 def make_run(config: str, size: ModelSize, workdir: str):
     """A model and its callbacks for one configuration."""
     import mindspore as ms
     from mindspore import nn
 
-    from trainer_hooks import HealthMonitor, TrainOneStepWithHealth
-
+    hooks = importlib.import_module(BEFORE_PACKAGE if config == "hooks-before" else "trainer_hooks")
     net = build_net(size)
     optimizer = nn.AdamWeightDecay(net.trainable_params(), learning_rate=1e-3)
     log_dir = tempfile.mkdtemp(prefix=f"{config}-", dir=workdir)
-    if config == "hooks-default":
-        cell = TrainOneStepWithHealth(net, optimizer)
+    if config in ("hooks-default", "hooks-before"):
+        cell = hooks.TrainOneStepWithHealth(net, optimizer)
     else:
         cell = nn.TrainOneStepCell(net, optimizer)
     callbacks = []
-    if config in ("hooks-default", "monitor-only"):
-        callbacks = [HealthMonitor(log_dir, seq_length=size.seq)]
+    if config in ("hooks-default", "hooks-before", "monitor-only"):
+        callbacks = [hooks.HealthMonitor(log_dir, seq_length=size.seq)]
     elif config == "summary":
         # default collection except the dataset graph, which fails with this protobuf version
         callbacks = [ms.SummaryCollector(log_dir, collect_freq=10, collect_specified_data={"collect_dataset_graph": False})]
     return ms.Model(cell), callbacks
 
 
-def time_steps(model, callbacks, size: ModelSize, steps: int) -> float:
-    """Seconds per step from the 2nd to the last step end, callbacks' per-step work included."""
+def time_steps(model, callbacks, size: ModelSize, steps: int) -> tuple[float, float]:
+    """Wall and CPU seconds per step from the 2nd to the last step end, callbacks' per-step work
+    included."""
     from mindspore.train.callback import Callback
 
     class StepClock(Callback):
         def __init__(self):
             super().__init__()
             self.ends = []
+            self.cpu = []
 
         def on_train_step_end(self, run_context):
             self.ends.append(time.perf_counter())
+            self.cpu.append(time.process_time())
 
     clock = StepClock()
     model.train(1, dataset(size, steps), callbacks=[clock, *callbacks], dataset_sink_mode=False)
-    return (clock.ends[-1] - clock.ends[1]) / (len(clock.ends) - 2)
+    timed = len(clock.ends) - 2
+    return (clock.ends[-1] - clock.ends[1]) / timed, (clock.cpu[-1] - clock.cpu[1]) / timed
 
 
-def measure(size: ModelSize, steps: int, rounds: int, workdir: str) -> dict[str, list[float]]:
-    """Seconds per step of every configuration, over interleaved rounds (order rotating)."""
-    configs = ["baseline", "monitor-only", "hooks-default", "summary"]
+CONFIGS = ("baseline", "monitor-only", "hooks-default", "hooks-before", "summary")
+
+
+def measure(size: ModelSize, steps: int, rounds: int, workdir: str, configs: list[str]) -> tuple[dict, dict]:
+    """Wall and CPU seconds per step of every configuration, over interleaved rounds (order rotating)."""
     runs = {}
     for config in configs:
         model, callbacks = make_run(config, size, workdir)
         time_steps(model, callbacks, size, 5)  # compile, first imports, writer start
         runs[config] = (model, callbacks)
     times: dict[str, list[float]] = {c: [] for c in configs}
+    cpu: dict[str, list[float]] = {c: [] for c in configs}
     for round_index in range(rounds):
         shift = round_index % len(configs)
         for config in configs[shift:] + configs[:shift]:
             model, callbacks = runs[config]
-            times[config].append(time_steps(model, callbacks, size, steps))
+            wall, used = time_steps(model, callbacks, size, steps)
+            times[config].append(wall)
+            cpu[config].append(used)
     for _, callbacks in runs.values():
         for callback in callbacks:
             if hasattr(callback, "_close_quietly"):
                 callback._close_quietly()
-    return times
+    return times, cpu
 
 
-def report(name: str, size: ModelSize, times: dict[str, list[float]], steps: int, rounds: int) -> None:
+def paired(values: list[float], base: list[float]) -> tuple[float, float, float]:
+    """Median and quartiles of the per-round ratios to the baseline."""
+    ratios = sorted(t / b for t, b in zip(values, base, strict=True))
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return quartiles[1], quartiles[0], quartiles[2]
+
+
+def report(name: str, size: ModelSize, times: dict, cpu: dict, steps: int, rounds: int) -> None:
     base_min = min(times["baseline"])
     print(f"\n{name} Transformer LM ({size.describe()}), CPU graph mode, {steps} steps x {rounds} interleaved rounds")
-    print(f"{'configuration':<16}{'median ms/step':>16}{'min ms/step':>13}{'paired ratio':>14}{'min ratio':>11}")
+    print(f"{'configuration':<16}{'median ms/step':>16}{'min ms/step':>13}{'paired ratio [IQR]':>28}{'min ratio':>11}"
+          f"{'CPU ms/step':>13}{'paired CPU ratio [IQR]':>28}")
     for config, values in times.items():
         median, fastest = statistics.median(values), min(values)
-        paired = statistics.median(t / b for t, b in zip(values, times["baseline"], strict=True))
-        print(f"{config:<16}{median * 1000:>16.2f}{fastest * 1000:>13.2f}{paired:>13.3f}x{fastest / base_min:>10.3f}x")
+        ratio, low, high = paired(values, times["baseline"])
+        cpu_ratio, cpu_low, cpu_high = paired(cpu[config], cpu["baseline"])
+        print(f"{config:<16}{median * 1000:>16.2f}{fastest * 1000:>13.2f}"
+              f"{ratio:>12.3f}x [{low:.3f}, {high:.3f}]{fastest / base_min:>10.3f}x"
+              f"{statistics.median(cpu[config]) * 1000:>13.2f}{cpu_ratio:>12.3f}x [{cpu_low:.3f}, {cpu_high:.3f}]")
 
 
 def main() -> None:
@@ -162,16 +211,26 @@ def main() -> None:
     parser.add_argument("--model", choices=(*SIZES, "both"), default="both")
     parser.add_argument("--steps", type=int, default=25, help="steps per configuration and round")
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--before", metavar="REV", help="also time the hooks of this git revision")
+    parser.add_argument("--configs", default=",".join(c for c in CONFIGS if c != "hooks-before"),
+                        help="comma-separated configurations (baseline always included)")
     args = parser.parse_args()
+    configs = ["baseline", *(c for c in args.configs.split(",") if c in CONFIGS and c != "baseline")]
+    if args.before and "hooks-before" not in configs:
+        configs.append("hooks-before")
+    if "hooks-before" in configs and not args.before:
+        parser.error("hooks-before needs --before REV")
 
     import mindspore as ms
 
     ms.set_context(mode=ms.GRAPH_MODE)
     workdir = tempfile.mkdtemp(prefix="bench-hooks-")
+    if args.before:
+        install_before(args.before, workdir)
     os.chdir(workdir)  # MindSpore writes rank_0/ and kernel folders into the cwd
     for name in SIZES if args.model == "both" else (args.model,):
-        times = measure(SIZES[name], args.steps, args.rounds, workdir)
-        report(name, SIZES[name], times, args.steps, args.rounds)
+        times, cpu = measure(SIZES[name], args.steps, args.rounds, workdir, configs)
+        report(name, SIZES[name], times, cpu, args.steps, args.rounds)
 
 
 if __name__ == "__main__":

@@ -147,11 +147,10 @@ class HealthLogger:
         loss_value = to_float(loss)
         if grads is not None and grad_stats is None:
             grad_stats = self._grad_stats(grads)
+        stats = None
         if grad_stats is not None:
             stats = to_numpy(grad_stats).astype(np.float64).reshape(-1)
             grad_norm = stats[0]
-            names = self.param_names(len(stats) - 1)
-            param_grad_norms = dict(zip(names, stats[1:], strict=True))
         grad_norm_value = None if grad_norm is None else to_float(grad_norm)
         overflowed = None if overflow is None else bool(to_float(overflow))
         if window is not None:
@@ -166,6 +165,8 @@ class HealthLogger:
             and nonfinite_update(loss_value, grad_norm_value, overflowed, window)
         )
         if stop_now or collect:
+            if stats is not None:  # per-parameter norms are written at collections only
+                param_grad_norms = dict(zip(self.param_names(len(stats) - 1), stats[1:], strict=True))
             self._collect(step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size)
         else:
             self._pending_collection = True

@@ -25,6 +25,7 @@ from trainer_hooks.lr import lr_of_step
 from trainer_hooks.options import HealthOptions
 from trainer_hooks.train_cell import (
     HEALTH_GRAD_STATS,
+    HEALTH_LOSS,
     HEALTH_LOSS_SCALE,
     HEALTH_LR,
     HEALTH_OVERFLOW,
@@ -43,7 +44,10 @@ SINK_NOTE = (
     "sink_size=1) for per-step health."
 )
 SINK_WINDOW_KEPT = "the window aggregates (max/min loss, max gradient norm, non-finite and overflow counts) still cover every step, computed in TrainOneStepWithHealth"
-SINK_WINDOW_LOST = "the window aggregates cover only those last steps (wrap the cell with TrainOneStepWithHealth to cover every step)"
+SINK_WINDOW_LOST = (
+    "the window aggregates cover only those last steps (wrap the cell with TrainOneStepWithHealth, "
+    "its graph compiled after the monitor's on_train_begin, to cover every step)"
+)
 GRAPH_COMPILED_NOTE = (
     "log_graph in PyNative: the network and loss were compiled once in graph mode for their graph "
     "({seconds:.1f} s, not run)."
@@ -114,6 +118,8 @@ class HealthMonitor(Callback):
         self.health = HealthLogger(options=options, parameters=named_parameters(parameters))
         self._last_step = int(field(cb_params, "cur_step_num") or 0)
         if self._health_cell is not None:
+            # every step reaches this callback unless sinking: aggregate on the host then
+            self._health_cell.device_window = bool(field(cb_params, "dataset_sink_mode"))
             self._health_cell.reset_window()
         self._on_begin(cb_params)
 
@@ -130,13 +136,18 @@ class HealthMonitor(Callback):
         step = int(cb_params.cur_step_num)
         steps_done = max(step - self._last_step, 1)
         self._last_step = step
-        if field(cb_params, "dataset_sink_mode") and steps_done > 1:
-            window = SINK_WINDOW_KEPT if self._health_cell is not None else SINK_WINDOW_LOST
-            self.health.note(step, SINK_NOTE.format(n=steps_done, window=window))
         if self._graph_pending:  # before log_step: its clock then starts after this one-off work
             self._graph_pending = False
             self._log_network_graph(cb_params, step)
-        values = self.step_values(cb_params, step, steps_done)
+        try:
+            values = self.step_values(cb_params, step, steps_done)
+        except Exception as error:  # noqa: BLE001 - an unreadable output skips this step only
+            self.health.notices.input_error("log_step", step, error)
+            self.health.step_ended()
+            return
+        if field(cb_params, "dataset_sink_mode") and steps_done > 1:
+            window = SINK_WINDOW_KEPT if "window" in values else SINK_WINDOW_LOST
+            self.health.note(step, SINK_NOTE.format(n=steps_done, window=window))
         self.health.log_step(step, steps_done=steps_done, **values)
         if self.health.should_stop:
             logger.error("tb-health: stopping training on a critical finding (stop_on_critical=True)")
@@ -170,12 +181,13 @@ class HealthMonitor(Callback):
         """The `HealthLogger.log_step` arguments visible in this step's `cb_params`."""
         outputs = cb_params.net_outputs
         if self._health_cell is not None and isinstance(outputs, (tuple, list)) and len(outputs) == 2:
-            health = to_numpy(outputs[1]).astype(np.float64).reshape(-1)
-            values = {"loss": outputs[0], "lr": health[HEALTH_LR], "grad_stats": health[HEALTH_GRAD_STATS:]}
+            health = to_numpy(outputs[1]).astype(np.float64).reshape(-1)  # the one host sync of the step
+            values = {"loss": health[HEALTH_LOSS], "lr": health[HEALTH_LR], "grad_stats": health[HEALTH_GRAD_STATS:]}
             if self._health_cell.loss_scaling:
                 values["loss_scale"] = health[HEALTH_LOSS_SCALE]
                 values["overflow"] = health[HEALTH_OVERFLOW]
-            if steps_done > 1:  # a sink of several steps: the cell's aggregates cover all of them
+            if steps_done > 1 and health[HEALTH_WINDOW] >= 0:
+                # a sink of several steps: the cell's aggregates cover all of them
                 values["window"] = cell_window(health)
                 self._health_cell.reset_window()
             return values

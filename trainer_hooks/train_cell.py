@@ -4,14 +4,18 @@
 change that lets `HealthMonitor` log global and per-parameter gradient norms, the learning rate
 used by each step, and (with `scale_sense`) the loss scale and the overflow flag.
 
-The cell returns `(loss, health)`, `health` being one float32 vector laid out as below, so the
-callback fetches a single small tensor per step. The overflow check is `not isfinite(global
-gradient norm)`, which runs on every backend (MindSpore's own check needs NPU kernels).
+The cell returns `(loss, health)`, `health` being one float32 vector laid out as below (the
+loss included), so the callback fetches a single small tensor per step. The overflow
+check is `not isfinite(global gradient norm)`, which runs on every backend (MindSpore's own
+check needs NPU kernels).
 
-The cell also keeps window aggregates of every step (max/min loss, max gradient norm,
-non-finite and overflow counts) in a parameter that the callback resets after reading it: with
-`dataset_sink_mode=True` the callback sees one step per sink, and these keep the other steps'
-spikes.
+With `device_window` the cell also keeps window aggregates of every step (max/min loss, max
+gradient norm, non-finite and overflow counts) in a parameter that the callback resets after
+reading it: with `dataset_sink_mode=True` on a device the callback sees one step per sink, and
+these keep the other steps' spikes. When the callback sees every step it aggregates them on the
+host, and `HealthMonitor` turns `device_window` off before the first step compiles the graph
+(a dozen scalar kernels a step saved); the flag is read when the graph is compiled, and a graph
+compiled without it marks its window fields as absent (`steps` = -1).
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from trainer_hooks.norms import grad_norm_stats
 HEALTH_LR = 0
 HEALTH_LOSS_SCALE = 1
 HEALTH_OVERFLOW = 2
-HEALTH_WINDOW = 3  # the WINDOW_FIELDS aggregates since the last reset
+HEALTH_LOSS = 3  # the step's loss (its mean), float32
+HEALTH_WINDOW = 4  # the WINDOW_FIELDS aggregates since the last reset
 WINDOW_FIELDS = ("steps", "loss_max", "loss_min", "grad_norm_max", "nonfinite_count", "overflow_count")
 WINDOW_EMPTY = (0.0, -np.inf, np.inf, -np.inf, 0.0, 0.0)
+WINDOW_ABSENT = (-1.0, np.nan, np.nan, np.nan, 0.0, 0.0)  # a graph compiled without device_window
 HEALTH_GRAD_STATS = HEALTH_WINDOW + len(WINDOW_FIELDS)  # global norm, then one per parameter
 
 _unscale = C.MultitypeFuncGraph("tb_health_unscale")
@@ -54,8 +60,12 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
 
     Outputs: `(loss, health)`; `health[HEALTH_LR]` is the learning rate used by this step (the
     first group's with group learning rates), then the loss scale used by this step (1 without
-    scaling), the overflow flag (0/1), the window aggregates (`WINDOW_FIELDS`) and
+    scaling), the overflow flag (0/1), the loss, the window aggregates (`WINDOW_FIELDS`) and
     `[global_norm, norm per parameter]`.
+
+    Attributes:
+        device_window: keep the window aggregates on the device (default True); read when the
+            graph is compiled (see the module docstring).
     """
 
     def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense=None) -> None:
@@ -80,6 +90,8 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
         self.scale_sense = Parameter(Tensor(initial, mstype.float32), name="tb_health_scale_sense")
         self.group_lr = bool(optimizer.is_group_lr)
         self.hyper_map = C.HyperMap()
+        self.device_window = True
+        self.window_absent = Tensor(np.array(WINDOW_ABSENT, np.float32))
         self.window = Parameter(Tensor(np.array(WINDOW_EMPTY, np.float32)), name="tb_health_window", requires_grad=False)
 
     def reset_window(self) -> None:
@@ -109,12 +121,15 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
         else:
             loss = F.depend(loss, self.optimizer(grads))
         overflow_flag = ops.reshape(ops.cast(overflow, mstype.float32), (1,))
-        window = self._updated_window(loss, stats[0], overflow_flag)
-        return loss, ops.concat((lr, scale_used, overflow_flag, window, stats))
+        loss_value = ops.reshape(ops.cast(ops.reduce_mean(loss), mstype.float32), (1,))
+        if self.device_window:
+            window = self._updated_window(loss_value[0], stats[0], overflow_flag)
+        else:
+            window = self.window_absent
+        return loss, ops.concat((lr, scale_used, overflow_flag, loss_value, window, stats))
 
-    def _updated_window(self, loss, grad_norm, overflow_flag):
+    def _updated_window(self, value, grad_norm, overflow_flag):
         """Fold this step into the window aggregates (NaN counted, kept out of max/min)."""
-        value = ops.cast(ops.reduce_mean(loss), mstype.float32)
         loss_nan = ops.isnan(value)
         norm_nan = ops.isnan(grad_norm)
         minus_inf = ops.cast(-np.inf, mstype.float32)
