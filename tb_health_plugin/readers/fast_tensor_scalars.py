@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_health_plugin.readers.points import ScalarPoints
+from tb_health_plugin.readers.records import read_uint_at
 from tb_health_plugin.readers.wire import gather, gather_uint, tag_table, varints
 
 WALL_TIME_KEY, STEP_KEY, SUMMARY_KEY, VALUE_KEY, TAG_KEY, TENSOR_KEY, METADATA_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x42, 0x4A
@@ -72,9 +73,31 @@ class FastTensorScalars:
     with_metadata: np.ndarray  # bool per point: its record named the scalars plugin
 
 
+def _short_varints(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`wire.varints` for fields that nearly always fit one byte (lengths): only the others loop."""
+    first = gather(raw, offsets)
+    longer = np.flatnonzero(first >= 0x80)
+    values = first.astype(np.uint64)
+    sizes = np.ones(offsets.shape[0], dtype=np.int64)
+    ok = np.ones(offsets.shape[0], dtype=bool)
+    if longer.shape[0]:
+        values[longer], sizes[longer], ok[longer] = varints(raw, offsets[longer])
+    return values, sizes, ok
+
+
+def _u64_at(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The 8 little-endian bytes at each offset as uint64 (bytes past the buffer's end read as its last)."""
+    last_start = raw.shape[0] - 8
+    out = read_uint_at(raw, np.clip(offsets, 0, max(last_start, 0)), 8) if last_start >= 0 else np.zeros(offsets.shape[0], np.uint64)
+    near_end = np.flatnonzero(offsets > last_start)
+    if near_end.shape[0]:
+        out[near_end] = gather_uint(raw, offsets[near_end], 8)
+    return out
+
+
 def _length_delimited(raw: np.ndarray, at: np.ndarray, key: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ok, start of contents, end of contents) of a length-delimited field expected at `at`."""
-    lengths, sizes, ok = varints(raw, at + 1)
+    lengths, sizes, ok = _short_varints(raw, at + 1)
     ok &= gather(raw, at) == key
     start = at + 1 + sizes
     return ok, start, start + np.minimum(lengths, _LENGTH_CAP).astype(np.int64)
@@ -88,18 +111,10 @@ def _optional_field(raw: np.ndarray, at: np.ndarray, end: np.ndarray, key: int) 
     return present, ok, np.where(present, field_end, at)
 
 
-class _Ascii:
-    """Whether byte ranges of the buffer are pure ASCII (so valid UTF-8 strings), counted once."""
-
-    def __init__(self, raw: np.ndarray) -> None:
-        self.raw = raw
-        self._high: np.ndarray | None = None
-
-    def only(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        if self._high is None:
-            self._high = np.concatenate([[0], np.cumsum(self.raw >= 0x80, dtype=np.int64)])
-        last = self.raw.shape[0]
-        return self._high[np.clip(end, 0, last)] == self._high[np.clip(start, 0, last)]
+def _ascii_only(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Whether each byte range is pure ASCII (so valid UTF-8): no byte >= 0x80 falls inside it."""
+    high = np.flatnonzero(raw >= 0x80)
+    return np.searchsorted(high, start, side="left") == np.searchsorted(high, end, side="left")
 
 
 def _metadata_ok(raw: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -112,16 +127,16 @@ def _metadata_ok(raw: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray
         ok &= gather(raw, name_start + position) == byte
     _present, content_ok, content_end = _optional_field(raw, name_end, plugin_end, PLUGIN_CONTENT_KEY)
     ok &= content_ok & (content_end == plugin_end) & (plugin_end <= end)
-    ascii_bytes = _Ascii(raw)
     cursor = plugin_end
     for key in (DISPLAY_NAME_KEY, DESCRIPTION_KEY):
         present, field_ok, field_end = _optional_field(raw, cursor, end, key)
         ok &= field_ok
-        if present.any():
-            ok &= ~present | ascii_bytes.only(cursor, field_end)
+        strings = np.flatnonzero(present)
+        if strings.shape[0]:
+            ok[strings] &= _ascii_only(raw, cursor[strings], field_end[strings])
         cursor = field_end
     has_class = (cursor < end) & (gather(raw, cursor) == DATA_CLASS_KEY)
-    _values, class_sizes, class_ok = varints(raw, cursor + 1)
+    _values, class_sizes, class_ok = _short_varints(raw, cursor + 1)
     ok &= ~has_class | class_ok
     cursor = np.where(has_class, cursor + 1 + class_sizes, cursor)
     return ok & (cursor == end)
@@ -129,11 +144,10 @@ def _metadata_ok(raw: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray
 
 def _numbers(raw: np.ndarray, dtype: np.ndarray, at: np.ndarray, field_key: np.ndarray) -> np.ndarray:
     """The number of each tensor as float64, from its layout (checked by the caller)."""
-    bits = gather_uint(raw, at, 8)
-    is_varint = np.isin(field_key, _VARINT_FIELDS)
-    if is_varint.any():
-        varint_values, _sizes, _ok = varints(raw, at)
-        bits = np.where(is_varint, varint_values, bits)
+    bits = _u64_at(raw, at)
+    is_varint = np.flatnonzero(np.isin(field_key, _VARINT_FIELDS))
+    if is_varint.shape[0]:
+        bits[is_varint] = varints(raw, at[is_varint])[0]
     low32 = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     low16 = (bits & np.uint64(0xFFFF)).astype(np.uint16)
     return np.select(
@@ -168,7 +182,6 @@ def decode_tensor_scalars(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarr
     for position, byte in enumerate(SHAPE_OF_ONE):
         shape_of_one &= gather(raw, at + position) == byte
     at = at + np.where(empty_shape, 2, np.where(shape_of_one, len(SHAPE_OF_ONE), 0))
-    ok &= gather(raw, at) != SHAPE_KEY  # any other shape
 
     field_key = gather(raw, at).astype(np.int64)
     field_length = gather(raw, at + 1).astype(np.int64)  # every accepted layout has a one-byte length
@@ -178,25 +191,28 @@ def decode_tensor_scalars(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarr
     ok &= np.where(is_content, field_length == _ITEMSIZE[dtype], True)
     for key, size in _FIXED_FIELD_BYTES.items():
         ok &= (field_key != key) | (field_length == size)
-    varint_values, varint_sizes, varint_ok = varints(raw, value_at)
-    in_varint_field = np.isin(field_key, _VARINT_FIELDS)
-    ok &= ~in_varint_field | (varint_ok & (varint_sizes == field_length))
-    ok &= (field_key != HALF_VAL_KEY) | (varint_values < np.uint64(1 << 16))
+    in_varint_field = np.flatnonzero(np.isin(field_key, _VARINT_FIELDS))
+    if in_varint_field.shape[0]:
+        varint_values, varint_sizes, varint_ok = varints(raw, value_at[in_varint_field])
+        varint_ok &= varint_sizes == field_length[in_varint_field]
+        varint_ok &= (field_key[in_varint_field] != HALF_VAL_KEY) | (varint_values < np.uint64(1 << 16))
+        ok[in_varint_field] &= varint_ok
     ok &= value_at + field_length == tensor_end
 
     has_metadata = (tensor_end < ends) & (gather(raw, tensor_end) == METADATA_KEY)
-    metadata_ok, metadata_start, metadata_end = _length_delimited(raw, tensor_end, METADATA_KEY)
-    ok &= np.where(has_metadata, metadata_ok & (metadata_end == ends), tensor_end == ends)
+    ok &= has_metadata | (tensor_end == ends)
     checking = np.flatnonzero(ok & has_metadata)
     if checking.shape[0]:
-        ok[checking] = _metadata_ok(raw, metadata_start[checking], metadata_end[checking])
+        metadata_ok, metadata_start, metadata_end = _length_delimited(raw, tensor_end[checking], METADATA_KEY)
+        metadata_ok &= metadata_end == ends[checking]
+        ok[checking] = metadata_ok & _metadata_ok(raw, metadata_start, metadata_end)
 
     picked = np.flatnonzero(ok)
     tags, tag_ids, utf8_ok = tag_table(raw, tag_start[picked], (tag_end - tag_start)[picked])
     picked, tag_ids = picked[utf8_ok], tag_ids[utf8_ok]
     decoded = np.zeros(starts.shape[0], dtype=bool)
     decoded[picked] = True
-    wall_times = gather_uint(raw, starts[picked] + 1, 8).view(np.float64)
+    wall_times = _u64_at(raw, starts[picked] + 1).view(np.float64)
     steps = np.where(has_step[picked], step_values[picked], np.uint64(0)).view(np.int64)
     values = _numbers(raw, dtype[picked], value_at[picked], field_key[picked])
     points = ScalarPoints(tags, tag_ids, picked.astype(np.int64), steps, wall_times, values)
