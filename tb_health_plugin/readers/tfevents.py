@@ -6,7 +6,8 @@ writers put the metadata only on a tag's first value, so the plugin of each tag 
 per run. Tensors without any metadata are classified by shape: one number is a scalar, `[k, 3]`
 a histogram, strings are text. Everything else (images, audio, graphs, hparams) is skipped.
 
-The common case, a `simple_value` record, is decoded without protobuf by `fast_scalars`.
+The common cases, a `simple_value` record and a tensor-encoded scalar, are decoded without protobuf by
+`fast_scalars` and `fast_tensor_scalars`; protobuf decodes the rest.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 import numpy as np
 from tensorboard.util import tensor_util
 
-from tb_health_plugin.readers import fast_scalars
+from tb_health_plugin.readers import fast_scalars, fast_tensor_scalars
 from tb_health_plugin.readers.batch import parse_events
 from tb_health_plugin.readers.points import (
     DecodedBatch,
@@ -93,25 +94,62 @@ class TfeventsDecoder:
 
     def decode(self, raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> DecodedBatch:
         decoded = DecodedBatch()
-        fast = fast_scalars.decode_simple_values(raw, starts, lengths)
-        decoded.scalars.append(fast.points)
-        decoded.last_wall_time = latest_wall_time(decoded.last_wall_time, fast.points.wall_times)
-        rest = np.flatnonzero(~fast.decoded)
-        if rest.shape[0]:
-            self._decode_with_protobuf(decoded, raw, starts[rest], lengths[rest], rest)
+        simple = fast_scalars.decode_simple_values(raw, starts, lengths)
+        rest = np.flatnonzero(~simple.decoded)
+        tensors = fast_tensor_scalars.decode_tensor_scalars(raw, starts[rest], lengths[rest])
+        tensors.points.order = rest[tensors.points.order]
+        left = rest[~tensors.decoded]
+        events, decoded.undecodable = self._parse(raw, starts, lengths, left)
+        if len(tensors.points):
+            tensor_points, given_back = self._settle_tensor_plugins(tensors, events)
+            if given_back.shape[0]:
+                more, bad = self._parse(raw, starts, lengths, given_back)
+                events = sorted([*events, *more], key=lambda item: item[0])
+                decoded.undecodable += bad
+        else:
+            tensor_points = tensors.points
+        for points in (simple.points, tensor_points):
+            decoded.scalars.append(points)
+            decoded.last_wall_time = latest_wall_time(decoded.last_wall_time, points.wall_times)
+        if events:
+            self._decode_with_protobuf(decoded, events)
         return decoded
 
-    def _decode_with_protobuf(self, decoded: DecodedBatch, raw, starts, lengths, record_ids) -> None:
-        events, decoded.undecodable = parse_events(TbEventBatch, raw, starts, lengths)
+    @staticmethod
+    def _parse(raw, starts, lengths, records: np.ndarray) -> tuple[list, int]:
+        """Parse the given records with protobuf: ([(record index, event), ...], undecodable count)."""
+        if records.shape[0] == 0:
+            return [], 0
+        events, bad = parse_events(TbEventBatch, raw, starts[records], lengths[records])
+        return [(int(records[index]), event) for index, event in events], bad
+
+    def _settle_tensor_plugins(self, tensors, events) -> tuple[ScalarPoints, np.ndarray]:
+        """Keep the vectorised tensor scalars whose reading cannot depend on record order; give back
+        (as record indices) those of tags that protobuf-path tensors of this batch also use, or that an
+        earlier batch gave another plugin: they are read in order with the rest, as before."""
+        points = tensors.points
+        contested = {value.tag for _record, event in events if event.HasField("summary")
+                     for value in event.summary.value if value.WhichOneof("value") == "tensor"}
+        contested.update(tag for tag in points.tags if self.plugin_by_tag.get(tag, SCALARS_PLUGIN) != SCALARS_PLUGIN)
+        given_back_ids = [index for index, tag in enumerate(points.tags) if tag in contested]
+        given_back = np.isin(points.tag_ids, given_back_ids)
+        for tag_id in np.unique(points.tag_ids[~given_back & tensors.with_metadata]).tolist():
+            self.plugin_by_tag[points.tags[tag_id]] = SCALARS_PLUGIN
+        kept = ~given_back
+        kept_points = ScalarPoints(points.tags, points.tag_ids[kept], points.order[kept], points.steps[kept],
+                                   points.wall_times[kept], points.values[kept])
+        return kept_points, points.order[given_back]
+
+    def _decode_with_protobuf(self, decoded: DecodedBatch, events: list) -> None:
         tags: list[str] = []
         order: list[int] = []
         steps: list[int] = []
         walls: list[float] = []
         values: list[float] = []
-        for index, event in events:
+        for record, event in events:
             if not event.HasField("summary"):
                 continue
-            record, step, wall = int(record_ids[index]), event.step, event.wall_time
+            step, wall = event.step, event.wall_time
             if math.isfinite(wall):
                 decoded.last_wall_time = max(decoded.last_wall_time, wall)
             for value in event.summary.value:

@@ -38,6 +38,35 @@ def varints(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return values, sizes, ~still_reading
 
 
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant (golden ratio): mixes the words
+
+
+def _same_length_rows(matrix: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """Distinct rows of a byte matrix in byte order, and each row's index among them.
+
+    Rows are grouped by a 64-bit hash of their 8-byte words (sorting integers is much cheaper
+    than sorting byte strings), then every row is compared with its group's first: should a hash
+    ever collide, the rows are grouped by sorting the byte strings instead."""
+    rows, length = matrix.shape
+    words = np.zeros((rows, -(-length // 8) * 8), np.uint8)
+    words[:, :length] = matrix
+    words = words.view("<u8")
+    hashes = words[:, 0].copy()
+    for column in range(1, words.shape[1]):
+        hashes = hashes * _HASH_MULTIPLIER ^ words[:, column]
+    _unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (words == words[first][inverse]).all():
+        unique_rows, inverse = np.unique(np.ascontiguousarray(matrix).view(np.dtype((np.void, length))).reshape(-1),
+                                         return_inverse=True)
+        return [row.tobytes() for row in unique_rows], inverse.reshape(-1)
+    distinct = [matrix[index].tobytes() for index in first.tolist()]
+    by_bytes = sorted(range(len(distinct)), key=distinct.__getitem__)
+    position = np.empty(len(distinct), np.int64)
+    position[by_bytes] = np.arange(len(distinct))
+    return [distinct[index] for index in by_bytes], position[inverse]
+
+
 def tag_table(raw: np.ndarray, tag_starts: np.ndarray, tag_lengths: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Group records by tag bytes: (tag table, tag id per record, utf-8 ok per record)."""
     tags: list[str] = []
@@ -45,13 +74,10 @@ def tag_table(raw: np.ndarray, tag_starts: np.ndarray, tag_lengths: np.ndarray) 
     utf8_ok = np.ones(tag_starts.shape[0], dtype=bool)
     for length in np.unique(tag_lengths).tolist():
         members = np.flatnonzero(tag_lengths == length)
-        matrix = raw[tag_starts[members, None] + np.arange(length)] if length else np.zeros((members.shape[0], 0), np.uint8)
-        rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, max(length, 1)))) if length else None
-        if rows is None:
-            unique_rows, inverse = [b""], np.zeros(members.shape[0], dtype=np.int64)
+        if length:
+            unique_rows, inverse = _same_length_rows(raw[tag_starts[members, None] + np.arange(length)])
         else:
-            unique_rows, inverse = np.unique(rows.reshape(-1), return_inverse=True)
-            unique_rows = [row.tobytes() for row in unique_rows]
+            unique_rows, inverse = [b""], np.zeros(members.shape[0], dtype=np.int64)
         table_ids = np.empty(len(unique_rows), dtype=np.int64)
         for position, tag_bytes in enumerate(unique_rows):
             try:
@@ -59,6 +85,6 @@ def tag_table(raw: np.ndarray, tag_starts: np.ndarray, tag_lengths: np.ndarray) 
                 table_ids[position] = len(tags) - 1
             except UnicodeDecodeError:
                 table_ids[position] = -1
-        ids[members] = table_ids[inverse.reshape(-1)]
+        ids[members] = table_ids[inverse]
         utf8_ok[members] = ids[members] >= 0
     return tags, ids, utf8_ok
