@@ -25,7 +25,6 @@ import argparse
 import importlib.util
 import os
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -33,10 +32,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import google_crc32c
 import numpy as np
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
+
+from bench.event_records import record  # TFRecord framing, shared with the other benchmarks
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -60,18 +60,6 @@ BIG_RUN = "big"
 CHART_SETTINGS = {"yScale": "log", "smoothing": 0.6, "ignoreOutliers": False, "xAxis": "step"}
 LAYERS = 16
 LAYER_EVERY = 100
-CRC_MASK_DELTA = 0xA282EAD8
-
-
-def masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + CRC_MASK_DELTA) & 0xFFFFFFFF
-
-
-def record(payload: bytes) -> bytes:
-    """One TFRecord: length, its masked CRC, the payload, the payload's masked CRC."""
-    header = struct.pack("<Q", len(payload))
-    return header + struct.pack("<I", masked_crc(header)) + payload + struct.pack("<I", masked_crc(payload))
 
 
 def write_run(folder: Path, steps: int) -> None:

@@ -18,10 +18,10 @@ import numpy as np
 from tb_health_plugin.graphs.anf_ir_schema import GraphEvent, GraphProto
 from tb_health_plugin.readers.logdir_reader import open_regular_file
 from tb_health_plugin.readers.records import FRAME_BYTES, HEADER_BYTES, scan_records
-from tb_health_plugin.readers.wire import gather, varints
+from tb_health_plugin.readers.wire import event_heads, gather
 
 READ_CHUNK_BYTES = 4 << 20
-WALL_TIME_KEY, STEP_KEY, GRAPH_KEY = 0x09, 0x10, 0x22
+GRAPH_KEY = 0x22
 
 
 @dataclass
@@ -34,13 +34,9 @@ class RecordedGraph:
 def _graph_candidates(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Indices of the records that may hold a graph: the graph key after wall time and step, or
     a layout other than MindSpore's usual one."""
-    canonical = (lengths >= 10) & (gather(raw, starts) == WALL_TIME_KEY)
-    position = starts + 9
-    has_step = gather(raw, position) == STEP_KEY
-    _, step_sizes, step_ok = varints(raw, position + 1)
-    position = position + np.where(has_step, 1 + step_sizes, 0)
-    graph_key = canonical & step_ok & (gather(raw, position) == GRAPH_KEY)
-    return np.flatnonzero(graph_key | ~canonical)
+    heads = event_heads(raw, starts, lengths, 10)
+    graph_key = heads.ok & (gather(raw, heads.after) == GRAPH_KEY)
+    return np.flatnonzero(graph_key | ~heads.ok)
 
 
 def read_graphs(path: str) -> list[RecordedGraph]:

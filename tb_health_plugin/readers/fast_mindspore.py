@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from tb_health_plugin.readers.points import ScalarPoints
-from tb_health_plugin.readers.wire import gather, gather_uint, tag_table, varints
+from tb_health_plugin.readers.wire import event_heads, gather, gather_uint, tag_table, varints
 
-WALL_TIME_KEY, STEP_KEY, SUMMARY_KEY, VALUE_KEY, TAG_KEY, SCALAR_VALUE_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x1D
+SUMMARY_KEY, VALUE_KEY, TAG_KEY, SCALAR_VALUE_KEY = 0x2A, 0x0A, 0x0A, 0x1D
 SCALAR_VALUE_BYTES = 5  # key + float32
 MAX_VALUES_PER_EVENT = 512  # events with more values take the protobuf path
 
@@ -26,12 +26,8 @@ MAX_VALUES_PER_EVENT = 512  # events with more values take the protobuf path
 def decode_scalar_events(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, ScalarPoints]:
     """(decoded mask per record, the scalar points of the decoded records)."""
     ends = starts + lengths
-    ok = (lengths >= 11) & (gather(raw, starts) == WALL_TIME_KEY)
-    pos = starts + 9
-    has_step = gather(raw, pos) == STEP_KEY
-    step_values, step_sizes, step_ok = varints(raw, pos + 1)
-    ok &= ~has_step | step_ok
-    pos = pos + np.where(has_step, 1 + step_sizes, 0)
+    heads = event_heads(raw, starts, lengths, 11)
+    ok, pos = heads.ok, heads.after
     ok &= gather(raw, pos) == SUMMARY_KEY
     summary_length, summary_size, summary_ok = varints(raw, pos + 1)
     cursor = pos + 1 + summary_size
@@ -75,6 +71,6 @@ def decode_scalar_events(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarra
     arrangement = np.argsort(owner, kind="stable")  # write order: event, then value within it
     owner, tag_ids, value_offset = owner[arrangement], tag_ids[arrangement], value_offset[arrangement]
     wall_times = gather_uint(raw, starts[owner] + 1, 8).view(np.float64)
-    steps = np.where(has_step[owner], step_values[owner], np.uint64(0)).view(np.int64)
+    steps = heads.steps(owner)
     values = gather_uint(raw, value_offset + 1, 4).astype(np.uint32).view(np.float32).astype(np.float64)
     return ok, ScalarPoints(tags, tag_ids, owner.astype(np.int64), steps, wall_times, values)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tb_health_plugin.readers.points import ScalarPoints
-from tb_health_plugin.readers.wire import gather, gather_uint, tag_table, varints
+from tb_health_plugin.readers.wire import event_heads, gather, gather_uint, tag_table
 
-WALL_TIME_KEY, STEP_KEY, SUMMARY_KEY, VALUE_KEY, TAG_KEY, SIMPLE_VALUE_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x15
+SUMMARY_KEY, VALUE_KEY, TAG_KEY, SIMPLE_VALUE_KEY = 0x2A, 0x0A, 0x0A, 0x15
 _SMALLEST_RECORD = 1 + 8 + 2 + 2 + 2 + 1 + 4  # wall time, summary, value and tag keys, value
 
 
@@ -34,12 +34,8 @@ class FastScalars:
 def decode_simple_values(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> FastScalars:
     """Decode every record laid out as a single `simple_value` scalar event."""
     ends = starts + lengths
-    ok = (lengths >= _SMALLEST_RECORD) & (gather(raw, starts) == WALL_TIME_KEY)
-    pos = starts + 9
-    has_step = gather(raw, pos) == STEP_KEY
-    step_values, step_sizes, step_ok = varints(raw, pos + 1)
-    ok &= ~has_step | step_ok
-    pos = pos + np.where(has_step, 1 + step_sizes, 0)
+    heads = event_heads(raw, starts, lengths, _SMALLEST_RECORD)
+    ok, pos = heads.ok, heads.after
     summary_length = gather(raw, pos + 1).astype(np.int64)
     value_length = gather(raw, pos + 3).astype(np.int64)
     tag_length = gather(raw, pos + 5).astype(np.int64)
@@ -57,5 +53,5 @@ def decode_simple_values(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarra
     decoded[picked] = True
     wall_times = gather_uint(raw, starts[picked] + 1, 8).view(np.float64)
     values = gather_uint(raw, value_key_at[picked] + 1, 4).astype(np.uint32).view(np.float32).astype(np.float64)
-    steps = np.where(has_step[picked], step_values[picked], np.uint64(0)).view(np.int64)
+    steps = heads.steps(picked)
     return FastScalars(decoded, ScalarPoints(tags, tag_ids, picked.astype(np.int64), steps, wall_times, values))

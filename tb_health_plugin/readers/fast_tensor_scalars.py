@@ -38,9 +38,9 @@ import numpy as np
 
 from tb_health_plugin.readers.points import ScalarPoints
 from tb_health_plugin.readers.records import read_uint_at
-from tb_health_plugin.readers.wire import gather, gather_uint, tag_table, varints
+from tb_health_plugin.readers.wire import event_heads, gather, gather_uint, tag_table, varints
 
-WALL_TIME_KEY, STEP_KEY, SUMMARY_KEY, VALUE_KEY, TAG_KEY, TENSOR_KEY, METADATA_KEY = 0x09, 0x10, 0x2A, 0x0A, 0x0A, 0x42, 0x4A
+SUMMARY_KEY, VALUE_KEY, TAG_KEY, TENSOR_KEY, METADATA_KEY = 0x2A, 0x0A, 0x0A, 0x42, 0x4A
 DTYPE_KEY, SHAPE_KEY, DIM_KEY, DIM_SIZE_KEY = 0x08, 0x12, 0x12, 0x08
 CONTENT_KEY, FLOAT_VAL_KEY, DOUBLE_VAL_KEY, INT_VAL_KEY, INT64_VAL_KEY, HALF_VAL_KEY = 0x22, 0x2A, 0x32, 0x3A, 0x52, 0x6A
 PLUGIN_DATA_KEY, PLUGIN_NAME_KEY, PLUGIN_CONTENT_KEY = 0x0A, 0x0A, 0x12
@@ -161,12 +161,8 @@ def _numbers(raw: np.ndarray, dtype: np.ndarray, at: np.ndarray, field_key: np.n
 def decode_tensor_scalars(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> FastTensorScalars:
     """Decode every record laid out as one tensor-encoded scalar (see the module docstring)."""
     ends = starts + lengths
-    ok = (lengths >= 16) & (gather(raw, starts) == WALL_TIME_KEY)
-    pos = starts + 9
-    has_step = gather(raw, pos) == STEP_KEY
-    step_values, step_sizes, step_ok = varints(raw, pos + 1)
-    ok &= ~has_step | step_ok
-    pos = pos + np.where(has_step, 1 + step_sizes, 0)
+    heads = event_heads(raw, starts, lengths, 16)
+    ok, pos = heads.ok, heads.after
     summary_ok, summary_start, summary_end = _length_delimited(raw, pos, SUMMARY_KEY)
     value_ok, value_start, value_end = _length_delimited(raw, summary_start, VALUE_KEY)
     tag_ok, tag_start, tag_end = _length_delimited(raw, value_start, TAG_KEY)
@@ -213,7 +209,7 @@ def decode_tensor_scalars(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarr
     decoded = np.zeros(starts.shape[0], dtype=bool)
     decoded[picked] = True
     wall_times = _u64_at(raw, starts[picked] + 1).view(np.float64)
-    steps = np.where(has_step[picked], step_values[picked], np.uint64(0)).view(np.int64)
+    steps = heads.steps(picked)
     values = _numbers(raw, dtype[picked], value_at[picked], field_key[picked])
     points = ScalarPoints(tags, tag_ids, picked.astype(np.int64), steps, wall_times, values)
     return FastTensorScalars(decoded, points, has_metadata[picked])
