@@ -318,3 +318,26 @@ def test_mindspore_summaries_written_by_a_real_training_grow_and_recheck_the_sam
     assert_cache_agrees(capsys, logdir, cache)
     (root,) = cache.iterdir()
     assert len(list((root / "runs").glob("*.state"))) == 2  # both MindSpore runs were cached
+
+
+def test_a_reader_note_restored_from_the_cache_is_written_as_a_fresh_one_in_every_language(tmp_path, capsys):
+    """A run of two concurrent writers carries a `multiple_writers` note whose Chinese sentence is
+    written from its figures: when the run grows, its analysis runs again on the state restored
+    from the cache, whose note must still have them."""
+    root = tmp_path / "logs"
+    writers = ((".a", 0.0, 1.0), (".b", 0.5, 2.0))  # the same steps, meanwhile
+
+    def events(steps, wall_offset, value):
+        return [event(step, scalar_value("loss", value + 0.01 * np.sin(step)),
+                      wall_time=1_767_000_000.0 + step + wall_offset) for step in steps]
+
+    for suffix, wall_offset, value in writers:
+        write_events(root / "run", events(range(100), wall_offset, value), suffix=suffix)
+    cache = tmp_path / "cache"
+    check_json(capsys, root, "--cache", str(cache), "--lang", "zh")
+    for path, (_, wall_offset, value) in zip(sorted((root / "run").glob("*tfevents*")), writers, strict=True):
+        append_events(path, events(range(100, 110), wall_offset, value))
+    assert_cache_agrees(capsys, root, cache, "--lang", "zh")
+    cached, _ = check_json(capsys, root, "--cache", str(cache), "--lang", "zh")
+    (run,) = json.loads(cached)["runs"]
+    assert "multiple_writers" in [f["kind"] for f in run["findings"]]

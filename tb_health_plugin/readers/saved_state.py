@@ -34,7 +34,7 @@ from tb_health_plugin.readers.storage import LocalStorage
 from tb_health_plugin.readers.writers import FileSpan
 from tb_health_plugin.run_data import Backtrack, ReadNote
 
-STATE_FORMAT = 1  # bump when what is saved changes meaning
+STATE_FORMAT = 2  # bump when what is saved changes meaning
 MAGIC = b"tb-health run state\n"
 CHECKED_BYTES = 4096  # hashed at the start of a file and just before its offset
 
@@ -114,7 +114,7 @@ def save_run(state: _RunState, path: str, code: str, token: str) -> None:
         "spans": {p: {"first_wall": s.first_wall, "last_wall": s.last_wall,
                       "steps": {t: list(r) for t, r in s.steps.items()}} for p, s in state.spans.items()},
         "backtracks": [[b.tag, b.from_step, b.to_step, b.wall_time] for b in state.backtracks],
-        "notes": [[n.kind, n.message] for n in state.notes.values()],
+        "notes": [[n.kind, n.message, n.args] for n in state.notes.values()],  # args: the catalogue's figures
         "skipped_records": state.skipped_records, "last_wall_time": state.last_wall_time,
         "plugin_by_tag": state.tfevents_decoder.plugin_by_tag,
     }
@@ -187,7 +187,7 @@ def _rebuild(meta: dict, arrays: dict[str, np.ndarray]) -> _RunState:
             if problem is not None:
                 raise UnusableState(f"{os.path.basename(saved['path'])} {problem}")
     state = _RunState(meta["name"], meta["writers"], LocalStorage())
-    state.notes = {message: ReadNote(kind, message) for kind, message in meta["notes"]}
+    state.notes = {message: ReadNote(kind, message, args) for kind, message, args in meta["notes"]}
     for saved in meta["files"]:
         if not saved["offset"]:
             continue  # nothing read from it: seen afresh, as a new file (its place in the read order counts)
