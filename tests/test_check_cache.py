@@ -341,3 +341,13 @@ def test_a_reader_note_restored_from_the_cache_is_written_as_a_fresh_one_in_ever
     cached, _ = check_json(capsys, root, "--cache", str(cache), "--lang", "zh")
     (run,) = json.loads(cached)["runs"]
     assert "multiple_writers" in [f["kind"] for f in run["findings"]]
+
+
+def test_the_cache_notes_are_written_in_the_checks_language(logdir, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert_cache_agrees(capsys, logdir, cache, "--lang", "zh")
+    (root,) = cache.iterdir()
+    damaged = sorted((root / "runs").glob("*.state"))[0]
+    damaged.write_bytes(b"not a saved state")
+    err = assert_cache_agrees(capsys, logdir, cache, "--lang", "zh")
+    assert f"已忽略缓存文件 {damaged}：无法读取" in err and "ignored" not in err

@@ -190,7 +190,8 @@ def check_logdir(
         from tb_health_plugin.commands.check_cache import CheckCache
 
         try:
-            cache = CheckCache(cache_dir, logdir, note=progress.warn)
+            cache = CheckCache(cache_dir, logdir, note=lambda message_id, **fields: progress.warn(
+                progress.text(message_id, **fields)))
         except OSError as error:
             progress.warn(progress.text("cli.cache.unusable", cache=cache_dir, problem=error.strerror or error))
     runs = _read_runs(logdir, cache, progress)

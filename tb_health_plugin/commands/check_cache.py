@@ -59,9 +59,10 @@ def unit_of(run: str) -> str:
 
 
 class CheckCache:
-    """The cache of one logdir inside DIR; `note(text)` is told what was ignored and why."""
+    """The cache of one logdir inside DIR; `note(message_id, **fields)` is told what was ignored
+    and why (ids of the message catalogue: `cli.cache.*`)."""
 
-    def __init__(self, cache_dir: str, logdir: str, note: Callable[[str], None]) -> None:
+    def __init__(self, cache_dir: str, logdir: str, note: Callable[..., None]) -> None:
         self.root = os.path.join(cache_dir, _name_hash(os.path.abspath(logdir)))
         self.note = note
         self.code = code_fingerprint()
@@ -86,7 +87,8 @@ class CheckCache:
                 state, token = load_run(entry.path, self.code)
             except UnusableState as why:
                 if "unreadable" in str(why):
-                    self.note(f"cache file {entry.path} ignored: {why}")
+                    self.note("cli.cache.ignored", path=entry.path,
+                              problem=str(why).removeprefix("unreadable (").removesuffix(")"))
                 continue
             if _name_hash(state.name) + ".state" != entry.name:
                 continue
@@ -117,7 +119,7 @@ class CheckCache:
                 with state.lock:
                     save_run(state, path, self.code, token)
             except OSError as error:
-                self.note(f"cannot write the cache of run {name}: {error.strerror or error}")
+                self.note("cli.cache.unwritable", path=path, problem=error.strerror or error)
                 continue
             self.tokens[name] = token
         _sweep(self.runs_dir, {_name_hash(name) for name in names})
@@ -175,7 +177,7 @@ class CheckCache:
             except FileNotFoundError:
                 pass
             except (OSError, ValueError, KeyError, TypeError) as error:
-                self.note(f"cache file {path} ignored: unreadable ({type(error).__name__})")
+                self.note("cli.cache.ignored", path=path, problem=type(error).__name__)
             found = engine.findings_for_run(signals)
             try:
                 _write_atomically(path, json.dumps({"key": key, "findings": findings_to_json(found)}))
@@ -206,7 +208,7 @@ class CheckCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as error:
-            self.note(f"cache file {path} ignored: unreadable ({type(error).__name__})")
+            self.note("cli.cache.ignored", path=path, problem=type(error).__name__)
             return None
 
     def _save_unit(self, unit: str, key: str, reports: dict[str, dict[str, Any]]) -> None:
@@ -214,7 +216,7 @@ class CheckCache:
         try:
             _write_atomically(path, json.dumps({"key": key, "reports": reports}, allow_nan=False))
         except (OSError, ValueError) as error:
-            self.note(f"cannot write the cache file {path}: {error}")
+            self.note("cli.cache.unwritable", path=path, problem=error)
 
 
 def _sweep(folder: str, live: set[str]) -> None:
