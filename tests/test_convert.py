@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -131,3 +134,71 @@ def test_an_unreadable_summary_file_is_one_line_and_exit_2_the_rest_converted(mi
     assert code == 2 and "Traceback" not in captured.err
     assert f"tb-health convert: skipping unreadable event file {loop} (Too many levels of symbolic links)" in captured.err
     assert "converted 3 run(s)" in captured.out and (tmp_path / "out" / "collector").is_dir()
+
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _looped_copy(mindspore_logs, tmp_path):
+    """A copy of the logs with one summary file that cannot be read (a symlink to itself: ELOOP)."""
+    src = tmp_path / "src"
+    shutil.copytree(mindspore_logs, src, symlinks=True)
+    (src / "looped").mkdir()
+    loop = src / "looped" / "events.out.events.summary.1.0.host_MS"
+    loop.symlink_to(loop.name)
+    return src, loop
+
+
+def test_convert_speaks_chinese_with_lang_zh(mindspore_logs, tmp_path, capsys):
+    src, loop = _looped_copy(mindspore_logs, tmp_path)
+    out = tmp_path / "out"
+    assert main(["convert", str(src), str(out), "--lang", "zh", "--progress", "always"]) == 2
+    captured = capsys.readouterr()
+    (summary,) = captured.out.splitlines()
+    assert summary.startswith("已转换 3 个运行：") and f"写入 {out}，用时 " in summary
+    assert "converted" not in summary and "{" not in summary and HAN.search(summary)
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("[1/3] collector：") and lines[0].endswith("（已完成 0%）")
+    assert f"tb-health convert: 跳过无法读取的事件文件 {loop} (Too many levels of symbolic links)" in lines
+    assert lines[-1] == f"tb-health convert: {src} 下有 1 个无法读取的路径未转换（退出码 2）"
+    assert not any("done" in line or "unreadable" in line for line in lines)
+
+    assert main(["convert", str(src), str(out), "--lang", "zh"]) == 2
+    refused = capsys.readouterr().err.strip()
+    assert refused.startswith(f"tb-health convert: 错误：{out}") and refused.endswith(" 来自之前的一次转换；使用 --overwrite 替换它")
+    assert main(["convert", str(tmp_path / "missing"), str(out), "--lang", "zh"]) == 2
+    assert capsys.readouterr().err.strip() == f"tb-health convert: 错误：SRC {tmp_path / 'missing'} 不存在"
+
+
+def test_the_locale_chooses_the_language_and_english_keeps_its_words(mindspore_logs, tmp_path, capsys, monkeypatch):
+    src, _ = _looped_copy(mindspore_logs, tmp_path)
+    monkeypatch.setenv("LC_ALL", "zh_CN.UTF-8")
+    assert main(["convert", str(src), str(tmp_path / "zh"), "--quiet"]) == 2
+    assert "个无法读取的路径" in capsys.readouterr().err
+    monkeypatch.setenv("LC_ALL", "C")
+    assert main(["convert", str(src), str(tmp_path / "en")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == f"tb-health convert: 1 unreadable path under {src} left out (exit 2)"
+    assert re.fullmatch(r"converted 3 run\(s\): \d+ scalar and \d+ histogram points( and 1 network graph)? "
+                        rf"into {re.escape(str(tmp_path / 'en'))} in \d+\.\d s( \(\d+ damaged records skipped\))?",
+                        captured.out.strip())
+
+
+@pytest.mark.parametrize("graphs, skipped, empty, tail", [
+    (0, 0, 0, " into out in 1.5 s"),
+    (1, 0, 0, " and 1 network graph into out in 1.5 s"),
+    (2, 3, 0, " and 2 network graphs into out in 1.5 s (3 damaged records skipped)"),
+    (0, 0, 4, " into out in 1.5 s (4 histograms without finite values left out)"),
+    (0, 1, 4, " into out in 1.5 s (1 damaged records skipped; 4 histograms without finite values left out)"),
+])
+def test_the_english_summary_reads_word_for_word_as_before_the_catalogue(graphs, skipped, empty, tail):
+    from tb_health_plugin.commands.convert import _summary
+
+    line = _summary("en", runs=2, scalars=10, histograms=5, graphs=graphs, dst="out", seconds=1.5,
+                    skipped=skipped, empty=empty)
+    assert line == "converted 2 run(s): 10 scalar and 5 histogram points" + tail
+    chinese = _summary("zh", runs=2, scalars=10, histograms=5, graphs=graphs, dst="out", seconds=1.5,
+                       skipped=skipped, empty=empty)
+    assert chinese.startswith("已转换 2 个运行：10 个标量点和 5 个直方图点") and "{" not in chinese
+    assert (f"{graphs} 个网络图" in chinese) == bool(graphs)
+    assert (f"跳过了 {skipped} 条" in chinese) == bool(skipped) and (f"{empty} 个没有有限值" in chinese) == bool(empty)

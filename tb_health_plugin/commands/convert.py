@@ -6,7 +6,8 @@ summary file under SRC (`tb_health_plugin.readers`) and writes each run, under t
 name, below DST with TensorBoard's own writer (`readers/tfevents_writer.py`). tfevents files in
 SRC are left alone: TensorBoard reads them already. The network graph `SummaryCollector`
 recorded (`collect_graph`) is written too, as a TensorBoard `GraphDef` for the Graphs tab
-(`tb_health_plugin/graphs`).
+(`tb_health_plugin/graphs`). Every line it prints is a catalogue entry (`convert.*`) in the
+language of `--lang` or of the locale, as `check` does it.
 
 Exit codes: 0 converted, 1 nothing to convert, 2 usage errors (bad SRC, DST holding an earlier
 conversion without --overwrite), a file or folder under SRC that could not be read (the rest is
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from tb_health_plugin.commands.messages import read_problems, say
 from tb_health_plugin.graphs.summary_graphs import latest_graph_event
+from tb_health_plugin.i18n import LANGUAGES, default_language, text
 from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
 from tb_health_plugin.readers.logdir_reader import read_run
 from tb_health_plugin.readers.storage import StorageError, is_url, storage_for
@@ -55,12 +57,19 @@ def register(subparsers) -> None:
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                         help="progress on stderr: auto = when stderr is a terminal or the input is large")
     parser.add_argument("--quiet", action="store_true", help="no summary line on stdout")
+    parser.add_argument("--lang", choices=LANGUAGES, default=None,
+                        help="language of what is printed (default: from the locale, LC_ALL/LC_MESSAGES/LANG; else en)")
     parser.set_defaults(func=run)
 
 
 def _usage_error(message: str) -> int:
-    say(PROG, f"error: {message}")
+    say(PROG, message)
     return EXIT_USAGE
+
+
+def _number(count: int) -> str:
+    """The catalogue's form for `count` things, as `check` names it: `.one` or `.many`."""
+    return "one" if count == 1 else "many"
 
 
 def _size(storage, path: str) -> int:
@@ -72,55 +81,58 @@ def _earlier_conversions(folder: Path) -> list[Path]:
 
 
 class _Progress:
-    """Progress lines on stderr: one per run, and every PROGRESS_EVERY_BYTES inside big runs."""
+    """Progress lines on stderr in `lang`: one per run, and every PROGRESS_EVERY_BYTES inside big runs."""
 
-    def __init__(self, total_bytes: int, enabled: bool) -> None:
+    def __init__(self, total_bytes: int, enabled: bool, lang: str) -> None:
         self.total, self.enabled, self.done, self.next_report = total_bytes, enabled, 0, PROGRESS_EVERY_BYTES
+        self.lang = lang
 
-    def line(self, text: str) -> None:
+    def line(self, message_id: str, **fields: object) -> None:
         if self.enabled:
-            print(f"{text} ({100 * self.done / max(self.total, 1):.0f}% done)", file=sys.stderr, flush=True)
+            percent = 100 * self.done / max(self.total, 1)
+            print(text(message_id, self.lang, percent=percent, **fields), file=sys.stderr, flush=True)
 
     def advance(self, read: int) -> None:
         self.done += read
         if self.done >= self.next_report:
             self.next_report = self.done + PROGRESS_EVERY_BYTES
-            self.line(f"  read {self.done / 1e6:.0f} of {self.total / 1e6:.0f} MB")
+            self.line("convert.progress.read", done=self.done / 1e6, total=self.total / 1e6)
 
 
 def run(args: argparse.Namespace) -> int:
+    lang = args.lang or default_language()
     src, dst = (args.src if is_url(args.src) else Path(args.src)), Path(args.dst)
     if is_url(args.dst):
-        return _usage_error(f"DST {args.dst}: give a local folder (copy it to object storage afterwards)")
+        return _usage_error(text("convert.dst.url", lang, dst=args.dst))
     if isinstance(src, Path) and not src.exists():
-        return _usage_error(f"SRC {src} does not exist")
+        return _usage_error(text("convert.src.missing", lang, src=src))
     if isinstance(src, Path) and not src.is_dir():
-        return _usage_error(f"SRC {src} is not a directory (give the folder holding the summary files)")
+        return _usage_error(text("convert.src.not_a_directory", lang, src=src))
     if dst.exists() and not dst.is_dir():
-        return _usage_error(f"DST {dst} exists and is not a directory")
-    with read_problems(PROG) as problems:
+        return _usage_error(text("convert.dst.not_a_directory", lang, dst=dst))
+    with read_problems(PROG, lang) as problems:
         try:
-            code = _convert(args, src, dst)
+            code = _convert(args, src, dst, lang)
         except StorageError as error:  # object storage failing (`readers/storage.py`): nothing written past it
-            say(PROG, f"error: {error}")
+            say(PROG, text("convert.storage_error", lang, error=error))
             return EXIT_UNREADABLE
     if problems.count and code != EXIT_USAGE:
-        say(PROG, f"{problems.count} unreadable path{'s' if problems.count != 1 else ''} under {src} "
-            f"left out (exit {EXIT_UNREADABLE})")
+        say(PROG, text(f"convert.unreadable_left_out.{_number(problems.count)}", lang, n=problems.count, src=src,
+                       code=EXIT_UNREADABLE))
         return EXIT_UNREADABLE
     return code
 
 
-def _convert(args: argparse.Namespace, src: Path | str, dst: Path) -> int:
+def _convert(args: argparse.Namespace, src: Path | str, dst: Path, lang: str) -> int:
     storage = storage_for(str(src))
     runs = discover_runs(str(src), (MINDSPORE,), storage)
     if not runs:
-        say(PROG, f"no MindSpore summary files (events.out.events.summary.*_MS) under {src}")
+        say(PROG, text("convert.no_summaries", lang, src=src))
         return EXIT_NOTHING
     targets = {name: dst if name == "." else dst.joinpath(*name.split("/")) for name in runs}
     existing = [path for folder in targets.values() for path in _earlier_conversions(folder)]
     if existing and not args.overwrite:
-        return _usage_error(f"{existing[0]} is from an earlier conversion; pass --overwrite to replace it")
+        return _usage_error(text("convert.earlier_conversion", lang, path=existing[0]))
     sizes = {name: sum(_size(storage, f.path) for f in files) for name, files in runs.items()}
     total = sum(sizes.values())
     show_progress = args.progress == "always" or (
@@ -129,12 +141,12 @@ def _convert(args: argparse.Namespace, src: Path | str, dst: Path) -> int:
     for path in existing:
         path.unlink()
     start = time.perf_counter()
-    progress = _Progress(total, show_progress)
+    progress = _Progress(total, show_progress, lang)
     scalars = histograms = skipped = empty = graphs = 0
     for index, (name, files) in enumerate(sorted(runs.items()), 1):
-        progress.line(f"[{index}/{len(runs)}] {name}: {sizes[name] / 1e6:.1f} MB")
+        progress.line("convert.progress.run", index=index, runs=len(runs), name=name, megabytes=sizes[name] / 1e6)
         data = read_run(name, files, on_bytes_read=progress.advance, storage=storage)
-        graph_event = None if is_url(str(src)) else _graph_event(files)  # graphs: local summaries only
+        graph_event = None if is_url(str(src)) else _graph_event(files, lang)  # graphs: local summaries only
         graphs += graph_event is not None
         stats = write_run(data, targets[name], nonfinite_scalars=args.nonfinite_scalars, graph_event=graph_event)
         scalars += stats.scalar_points
@@ -142,23 +154,25 @@ def _convert(args: argparse.Namespace, src: Path | str, dst: Path) -> int:
         empty += stats.empty_histograms
         skipped += data.skipped_records
     if not args.quiet:
-        notes = []
-        if skipped:
-            notes.append(f"{skipped} damaged records skipped")
-        if empty:
-            notes.append(f"{empty} histograms without finite values left out")
-        extra = f" ({'; '.join(notes)})" if notes else ""
-        graph_text = f" and {graphs} network graph{'s' if graphs != 1 else ''}" if graphs else ""
-        print(f"converted {len(runs)} run(s): {scalars} scalar and {histograms} histogram points{graph_text} "
-              f"into {dst} in {time.perf_counter() - start:.1f} s{extra}")
+        print(_summary(lang, runs=len(runs), scalars=scalars, histograms=histograms, graphs=graphs, dst=dst,
+                       seconds=time.perf_counter() - start, skipped=skipped, empty=empty))
     return EXIT_OK
 
 
-def _graph_event(files):
+def _summary(lang: str, *, graphs: int, skipped: int, empty: int, **fields: object) -> str:
+    """The line saying what was converted, in `lang`: the graphs clause and the notes on what
+    was left out are whole catalogue phrases, present only when there is something to say."""
+    graph_text = text(f"convert.summary.graphs.{_number(graphs)}", lang, n=graphs) if graphs else ""
+    which = "both" if skipped and empty else "skipped" if skipped else "empty" if empty else None
+    notes = text(f"convert.summary.notes.{which}", lang, skipped=skipped, empty=empty) if which else ""
+    return text("convert.summary", lang, graphs=graph_text, notes=notes, **fields)
+
+
+def _graph_event(files, lang: str):
     """The run's last recorded network graph as a TensorBoard event; a file whose graphs cannot
     be read costs the graph, never the conversion (the scalar reader reports unreadable files)."""
     try:
         return latest_graph_event([f.path for f in files])
     except Exception as error:  # noqa: BLE001 - the graph is an extra: the series still convert
-        say(PROG, f"network graph left out: {type(error).__name__}: {error}")
+        say(PROG, text("convert.graph_left_out", lang, error_type=type(error).__name__, error=error))
         return None
