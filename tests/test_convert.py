@@ -202,3 +202,17 @@ def test_the_english_summary_reads_word_for_word_as_before_the_catalogue(graphs,
     assert chinese.startswith("已转换 2 个运行：10 个标量点和 5 个直方图点") and "{" not in chinese
     assert (f"{graphs} 个网络图" in chinese) == bool(graphs)
     assert (f"跳过了 {skipped} 条" in chinese) == bool(skipped) and (f"{empty} 个没有有限值" in chinese) == bool(empty)
+
+
+def test_run_names_in_progress_and_summary_are_printed_with_control_characters_escaped(mindspore_logs, tmp_path,
+                                                                                       capsys):
+    """A folder name comes from whoever can write under SRC: an ANSI escape or a newline in it
+    must not recolour the terminal or forge a line (as in `check`)."""
+    src = tmp_path / "src"
+    shutil.copytree(mindspore_logs / "record", src / "red\x1b[31m\nconverted 9 run(s)")
+    out = tmp_path / "out\x1b[0m"
+    assert main(["convert", str(src), str(out), "--progress", "always", "--lang", "en"]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.err + captured.out
+    assert captured.err.splitlines()[0].startswith("[1/1] red\\x1b[31m\\nconverted 9 run(s): ")
+    assert len(captured.out.splitlines()) == 1 and "out\\x1b[0m" in captured.out

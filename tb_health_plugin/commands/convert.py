@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from tb_health_plugin.commands.messages import read_problems, say
+from tb_health_plugin.commands.messages import printable, read_problems, say
 from tb_health_plugin.graphs.summary_graphs import latest_graph_event
 from tb_health_plugin.i18n import LANGUAGES, default_language, text
 from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
@@ -90,7 +90,8 @@ class _Progress:
     def line(self, message_id: str, **fields: object) -> None:
         if self.enabled:
             percent = 100 * self.done / max(self.total, 1)
-            print(text(message_id, self.lang, percent=percent, **fields), file=sys.stderr, flush=True)
+            line = text(message_id, self.lang, percent=percent, **fields)
+            print(printable(line), file=sys.stderr, flush=True)  # run names come from the logs: escaped
 
     def advance(self, read: int) -> None:
         self.done += read
@@ -154,8 +155,8 @@ def _convert(args: argparse.Namespace, src: Path | str, dst: Path, lang: str) ->
         empty += stats.empty_histograms
         skipped += data.skipped_records
     if not args.quiet:
-        print(_summary(lang, runs=len(runs), scalars=scalars, histograms=histograms, graphs=graphs, dst=dst,
-                       seconds=time.perf_counter() - start, skipped=skipped, empty=empty))
+        print(printable(_summary(lang, runs=len(runs), scalars=scalars, histograms=histograms, graphs=graphs, dst=dst,
+                       seconds=time.perf_counter() - start, skipped=skipped, empty=empty)))
     return EXIT_OK
 
 
