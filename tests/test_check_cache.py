@@ -17,7 +17,6 @@ import pytest
 from bench.event_records import masked_crc, record
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.cli import main
-from tb_health_plugin.commands import check as check_command
 from tb_health_plugin.readers import logdir_reader
 from tests.readers_fixtures import event, legacy_histogram_value, scalar_value, tensor_value, write_events
 
@@ -83,7 +82,7 @@ class ReadSpy:
         self.reads: list[tuple[str, int]] = []
         self.analysed: list[str] = []  # runs handed to the analysis (a unit that changed)
         self.checked: list[str] = []  # runs whose own checks ran
-        original_read, original_analyze = logdir_reader._RunState.read_new_bytes, check_command.analyze_runs
+        original_read, original_analyze = logdir_reader._RunState.read_new_bytes, engine.analyze_runs
         original_checks = engine.findings_for_run
 
         def read_new_bytes(state, event_file):
@@ -100,7 +99,7 @@ class ReadSpy:
             return original_checks(signals)
 
         monkeypatch.setattr(logdir_reader._RunState, "read_new_bytes", read_new_bytes)
-        monkeypatch.setattr(check_command, "analyze_runs", analyze_runs)
+        monkeypatch.setattr(engine, "analyze_runs", analyze_runs)  # `check` imports it on use
         monkeypatch.setattr(engine, "findings_for_run", findings_for_run)
 
 

@@ -341,3 +341,28 @@ def test_every_reader_warning_has_its_line_in_the_catalogue():
     for message_id, names in READER_LINES.values():
         for lang in ("en", "zh"):
             assert set(re.findall(r"{(\w+)", messages(lang)[message_id])) == set(names), (message_id, lang)
+
+
+# What must not be imported before it is needed: scipy (a second of imports, analysis only) and
+# TensorBoard's TensorFlow stub (with boto3; only for tensors that are not plain scalars).
+HEAVY_MODULES = ("scipy", "tensorboard.compat.tensorflow_stub", "boto3")
+
+
+@pytest.mark.parametrize("entry", [
+    "import tb_health_plugin.cli as cli; cli.build_parser()",  # what `tb-health COMMAND --help` runs
+    "import tb_health_plugin.worker_host",  # what the tab's worker imports before its first full listing
+])
+def test_entry_points_import_no_heavy_modules(entry: str) -> None:
+    script = (f"import sys; {entry}; "
+              f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY_MODULES!r} or m in {HEAVY_MODULES!r}))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_check_help_imports_no_scipy() -> None:
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "tb_health_plugin.cli", "check", "--help"],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and "--format" in out.stdout
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert not {name for name in imported if name.split(".")[0] == "scipy"}

@@ -16,7 +16,6 @@ import sys
 import time
 from typing import Any, TextIO
 
-from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
 from tb_health_plugin.commands.messages import printable, read_problems, say
 from tb_health_plugin.contract import SCALAR_SPELLINGS, SEVERITY_RANK, is_samples_axis
 from tb_health_plugin.i18n import LANGUAGES, default_language, text
@@ -202,6 +201,8 @@ def check_logdir(
     points = sum(len(series) for run in runs for series in run.scalars.values())
     progress.say(progress.text("cli.progress.read", runs=len(runs), points=points,
                                seconds=time.perf_counter() - started))
+
+    from tb_health_plugin.analysis.engine import analyze_runs, logdir_report  # not needed for --help
 
     def analyze(some_runs: list, run_findings=None) -> list[dict]:
         return analyze_runs(some_runs, overrides, lang=lang, run_findings=run_findings,

@@ -22,12 +22,9 @@ import time
 from pathlib import Path
 
 from tb_health_plugin.commands.messages import printable, read_problems, say
-from tb_health_plugin.graphs.summary_graphs import latest_graph_event
 from tb_health_plugin.i18n import LANGUAGES, default_language, text
-from tb_health_plugin.readers.discovery import MINDSPORE, discover_runs
-from tb_health_plugin.readers.logdir_reader import read_run
+from tb_health_plugin.readers.discovery import CONVERTED_SUFFIX, MINDSPORE, discover_runs
 from tb_health_plugin.readers.storage import StorageError, is_url, storage_for
-from tb_health_plugin.readers.tfevents_writer import CONVERTED_SUFFIX, write_run
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 EXIT_UNREADABLE = 2
@@ -125,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace, src: Path | str, dst: Path, lang: str) -> int:
+    # The reader and writer pull in protobuf and TensorBoard: imported here, not for `--help`.
+    from tb_health_plugin.readers.logdir_reader import read_run
+    from tb_health_plugin.readers.tfevents_writer import write_run
+
     storage = storage_for(str(src))
     runs = discover_runs(str(src), (MINDSPORE,), storage)
     if not runs:
@@ -172,6 +173,8 @@ def _summary(lang: str, *, graphs: int, skipped: int, empty: int, **fields: obje
 def _graph_event(files, lang: str):
     """The run's last recorded network graph as a TensorBoard event; a file whose graphs cannot
     be read costs the graph, never the conversion (the scalar reader reports unreadable files)."""
+    from tb_health_plugin.graphs.summary_graphs import latest_graph_event  # protobuf schemas: on use
+
     try:
         return latest_graph_event([f.path for f in files])
     except Exception as error:  # noqa: BLE001 - the graph is an extra: the series still convert

@@ -5,6 +5,15 @@ summary files. See `logdir_reader.py` for the reading contract and `records.py` 
 handling.
 """
 
-from tb_health_plugin.readers.logdir_reader import LogdirReader, read_logdir
 
 __all__ = ["LogdirReader", "read_logdir"]
+
+
+def __getattr__(name: str):
+    """`LogdirReader` and `read_logdir` on first use: the readers import protobuf and TensorBoard,
+    which `readers.storage` or `readers.discovery` alone (the CLI's `--help`) should not pay for."""
+    if name in __all__:
+        from tb_health_plugin.readers import logdir_reader
+
+        return getattr(logdir_reader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

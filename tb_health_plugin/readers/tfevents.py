@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from tensorboard.util import tensor_util
 
 from tb_health_plugin.readers import fast_scalars, fast_tensor_scalars
 from tb_health_plugin.readers.batch import parse_events
@@ -182,6 +181,10 @@ class TfeventsDecoder:
         if not _shape_is_plausible(value.tensor):
             decoded.undecodable += 1
             return
+        # TensorBoard's tensor_util pulls in its TensorFlow stub (and boto3): only for tensors
+        # that are not plain scalars, which most logdirs never hold.
+        from tensorboard.util import tensor_util
+
         try:
             array = tensor_util.make_ndarray(value.tensor)
         except Exception:  # noqa: BLE001 - a malformed tensor is skipped like an undecodable record

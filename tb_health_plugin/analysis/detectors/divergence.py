@@ -65,7 +65,6 @@ Method (excess over the running best, on the log of the loss):
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage, stats
 
 from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
 from tb_health_plugin.analysis.detectors.schedule import Schedule
@@ -193,6 +192,7 @@ def _finite_divergence(
 ) -> tuple[Event | None, bool, list[Event]]:
     """The divergence (an excursion open at the end wins over a recovered one), whether it is
     open at the end, and the long spikes: sudden excursions that recovered."""
+    from scipy import ndimage
     n = steps.size
     if n < MIN_POINTS:
         return None, False, []
@@ -427,6 +427,7 @@ def _trend_onset(y, smooth, best, sigma: float, onset: int, start: int, stop: in
     takes to outgrow the noise. For a convex rise (an exponential blow-up) the line lies below
     the curve before `start`, so it never leaves the best level before the curve did.
     """
+    from scipy import stats
     peak = start + int(np.argmax(smooth[start:stop]))
     if peak - onset + 1 < TREND_MIN_POINTS:
         return onset

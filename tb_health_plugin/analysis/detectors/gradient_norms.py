@@ -58,7 +58,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
@@ -306,6 +305,7 @@ def loss_fell_through(loss: np.ndarray, onset: int, stop: int, width: int) -> bo
     `onset`, by at least `LEARNING_MIN_DROP` of the size of its median there and significantly (one-sided
     Mann-Whitney U, p < `LEARNING_P`). NaN points are missing; +-inf counts as worse than any
     finite loss (a loss that overflowed did not learn)."""
+    from scipy.stats import mannwhitneyu
     loss = np.asarray(loss, dtype=np.float64)
     before = loss[max(0, onset - width) : onset]
     during = loss[onset:stop]

@@ -3,16 +3,18 @@
 Minibatch losses are noisy, heavy-tailed and logged at any interval, so every detector works on
 the same footing: the log of the loss, a running-median trend, a median-absolute-deviation noise
 scale and a Student-t tail fitted to the run's own residuals. All functions are vectorised
-(scipy.ndimage filters), linear in the number of points.
+(scipy.ndimage filters), linear in the number of points. scipy is imported inside the functions
+that use it, here and in the other detectors: it costs a second at start-up that `--help`, the
+tab's first listing and a logdir without losses need not pay.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 import numpy as np
-from scipy import ndimage, special, stats
 
 MAD_TO_SIGMA = 1.4826  # sigma = 1.4826 * MAD for Gaussian noise
 TINY_LOG_SCALE = 1e-6  # floor of a noise scale in log units: a loss logged with 6 digits
@@ -67,6 +69,7 @@ def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.nda
       the end values would drag the trend below the last points, which would then look like a
       spike.
     """
+    from scipy import ndimage
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return values.copy()
@@ -84,6 +87,7 @@ def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.nda
 
 
 def _trend_continued_median(y: np.ndarray, window: int) -> np.ndarray:
+    from scipy import ndimage
     n = y.size
     window = min(odd_window(window), odd_window(n, 1))
     half = window // 2
@@ -162,6 +166,7 @@ class NoiseTail:
     mad_shrink: float = 1.0
 
     def _dist(self):
+        from scipy import stats
         return stats.norm if np.isinf(self.nu) else stats.t(self.nu)
 
     def threshold(self, p: float) -> float:
@@ -170,14 +175,22 @@ class NoiseTail:
 
     def log_sf(self, z: np.ndarray) -> np.ndarray:
         """log P(residual / MAD > z) under the fitted tail, accurate far into the tail."""
+        from scipy import special
         index = T_DEGREES.index(self.nu)
-        u = np.asarray(z, dtype=np.float64) * _T_MAD[index] * self.mad_shrink
+        u = np.asarray(z, dtype=np.float64) * _t_mads()[index] * self.mad_shrink
         if np.isinf(self.nu):
             return special.log_ndtr(-u)
         return np.log(np.maximum(special.stdtr(self.nu, -u), 1e-300))
 
 
-_T_MAD = tuple(float(stats.norm.ppf(0.75) if np.isinf(nu) else stats.t(nu).ppf(0.75)) for nu in T_DEGREES)
+@cache
+def _t_mads() -> tuple[float, ...]:
+    """The MAD (0.75 quantile) of t(nu) for each of `T_DEGREES`; on first use, as scipy.stats
+    takes about a second to import and `tb-health --help` or a first listing needs none of it."""
+    from scipy import stats
+    return tuple(float(stats.norm.ppf(0.75) if np.isinf(nu) else stats.t(nu).ppf(0.75)) for nu in T_DEGREES)
+
+
 MAX_TAIL_FIT_POINTS = 2000  # a strided subsample keeps the fit at a millisecond per series
 # Log-likelihood margin within which the heavier tail is kept: 1.92 is the 95% likelihood
 # interval of one parameter (chi2(1) 0.95 quantile / 2); 2 rounds it up.
@@ -199,6 +212,7 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
     sees a heavy tail under a bulk that looks Gaussian, such as interval-averaged heavy-tailed
     losses). The `nu` of highest likelihood wins; with fewer than 20 points we assume nu = 3.
     """
+    from scipy import special
     x = np.sort(z[np.isfinite(z) & (z > 0)])
     fallback = NoiseTail(3.0, RESIDUAL_MAD_SHRINK[T_DEGREES.index(3.0)])
     if x.size < 20:
@@ -213,7 +227,7 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
     body2 = body**2
     logliks = []
     for index, nu in enumerate(T_DEGREES):
-        scale = median / _T_MAD[index]
+        scale = median / _t_mads()[index]
         u2 = body2 / scale**2
         c2 = (cut / scale) ** 2
         if np.isinf(nu):

@@ -82,7 +82,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import ndimage, special
 
 from tb_health_plugin.analysis.detectors.robust import (
     DEFAULT_TAIL_NU,
@@ -164,6 +163,7 @@ class ExcursionTest:
 
     def statistic_threshold(self, width: int) -> float:
         """Level of the sum of surprises over `width` points that has probability `per_test`."""
+        from scipy import special
         effective = max(1.0, width * (1 - self.rho) / (1 + self.rho))
         return float(special.gammainccinv(effective, self.per_test) * width / effective)
 
@@ -345,6 +345,7 @@ def _excursions(y: np.ndarray, warm: np.ndarray):
 
     Returns the mask of excursion points, the trend, z-scores, surprises and the final test.
     """
+    from scipy import ndimage
     settled = ~warm
     points = int(settled.sum())
     excluded = np.zeros(y.size, dtype=bool)
@@ -371,6 +372,7 @@ def loss_spikes(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
 ) -> list[Event]:
     """Spike findings for one loss-like series (finite points only are considered)."""
+    from scipy import ndimage
     finite = np.isfinite(values)
     steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
     if steps.size < MIN_POINTS:

@@ -77,7 +77,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from scipy import stats
 
 from tb_health_plugin.analysis.detectors.robust import (
     TINY_LOG_SCALE,
@@ -180,6 +179,7 @@ def _stuck_after_warmup(before: LinearFit, x: np.ndarray, y: np.ndarray, d0: int
 def _whole_change(x: np.ndarray, y: np.ndarray) -> LinearFit | None:
     """Theil-Sen line of the log-loss over the whole domain, its standard error from Sen's
     confidence interval of the slope (at most `MAX_THEIL_SEN_POINTS`, evenly spread)."""
+    from scipy import stats
     if x.size < MIN_TAIL_POINTS or x[-1] <= x[0]:
         return None
     index = np.arange(x.size)

@@ -50,7 +50,6 @@ logged steps is compared, which names a straggler only where ranks do not wait f
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
@@ -167,6 +166,7 @@ def _slowdown_event(index: int, last: int, ratio: float, severity: str, evidence
 
 def _change_point(logs: np.ndarray, min_points: int) -> tuple[int, float, float, float, bool] | None:
     """(onset, log median before, log median after, p-value, False) of the best single split."""
+    from scipy.stats import mannwhitneyu
     pooled, block = _pool(logs)
     min_pooled = max(2, int(np.ceil(min_points / block)))
     best_k, best_cost = None, np.inf
@@ -194,6 +194,7 @@ def _change_point(logs: np.ndarray, min_points: int) -> tuple[int, float, float,
 
 def _gradual_change(logs: np.ndarray, min_points: int) -> tuple[int, float, float, float, bool] | None:
     """A slow drift: the last `min_points` against the first ones (no single change point)."""
+    from scipy.stats import mannwhitneyu
     first, last = logs[:min_points], logs[-min_points:]
     if np.exp(np.median(last) - np.median(first)) < SLOWDOWN_WARNING:
         return None
