@@ -14,7 +14,6 @@ the same runs cut to 1/4, 1/2 and all of their points, to show it grows linearly
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,16 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.detection.events import write_scalars  # noqa: E402
+from bench.event_records import needs_generating  # noqa: E402
 
 DEFAULT_LOGDIR = Path("/tmp/tb-health-speed-logdir")
 
 
 def generate(logdir: Path, runs: int, points: int) -> None:
     marker = logdir / f".complete-{runs}x{points}"
-    if marker.exists():
+    if not needs_generating(logdir, marker):
         return
-    if logdir.exists():
-        shutil.rmtree(logdir)
     started = time.perf_counter()
     for index in range(runs):
         rng = np.random.default_rng(index)

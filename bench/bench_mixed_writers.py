@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -46,6 +45,7 @@ from tensorboard.plugins.scalar import summary_v2  # noqa: E402
 from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: E402
 
 from bench.bench_check_speed import wall_seconds  # noqa: E402
+from bench.event_records import needs_generating  # noqa: E402
 from tb_health_plugin.readers import LogdirReader  # noqa: E402
 
 DEFAULT_LOGDIR = Path("/tmp/tb-health-mixed-writers-logdir")
@@ -102,10 +102,8 @@ def curves(seed: int, steps: int) -> dict[str, np.ndarray]:
 
 def generate(logdir: Path, steps: int) -> None:
     marker = logdir / f".complete-{steps}"
-    if marker.exists():
+    if not needs_generating(logdir, marker):
         return
-    if logdir.exists():
-        shutil.rmtree(logdir)
     started = time.perf_counter()
     index = 0
     for writer_name, (runs, build) in WRITERS.items():

@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.event_records import write_scalar_events  # noqa: E402
+from bench.event_records import needs_generating, write_scalar_events  # noqa: E402
 
 DEFAULT_WORKDIR = Path("/tmp/tb-health-recheck-bench")
 RANKS = 8
@@ -70,10 +70,8 @@ def event_file(logdir: Path, index: int) -> Path:
 
 def generate(logdir: Path, runs: int, points: int) -> None:
     marker = logdir / f".complete-{runs}x{points}"
-    if marker.exists():
+    if not needs_generating(logdir, marker):
         return
-    if logdir.exists():
-        shutil.rmtree(logdir)
     for index in range(runs):
         path = event_file(logdir, index)
         path.parent.mkdir(parents=True)

@@ -7,6 +7,7 @@ is what a live training does between two checks; the benchmarks use it to grow l
 
 from __future__ import annotations
 
+import shutil
 import struct
 from pathlib import Path
 
@@ -51,3 +52,13 @@ def write_scalar_events(path: Path, steps: np.ndarray, series: dict[str, np.ndar
                 out.write(b"".join(chunk))
                 chunk.clear()
         out.write(b"".join(chunk))
+
+
+def needs_generating(logdir: Path, marker: Path) -> bool:
+    """Whether a benchmark must write `logdir` (cleared here) rather than reuse it: `marker` is
+    touched by the run that completed it, so a run cut short is never taken as complete."""
+    if marker.exists():
+        return False
+    if logdir.exists():
+        shutil.rmtree(logdir)
+    return True
