@@ -68,7 +68,7 @@ def test_throughput_alone_is_checked_as_time_per_sample():
 def test_the_slow_rank_is_the_outlier_and_similar_fast_ranks_are_not():
     assert rank_time_outliers({"r0": 100, "r1": 103, "r2": 97, "r3": 101}) == {}
     found = rank_time_outliers({"r0": 100, "r1": 103, "r2": 140, "r3": 101})
-    assert list(found) == ["r2"] and found["r2"]["slowdown"] > 1.3
+    assert list(found) == ["r2"] and found["r2"].evidence["slowdown"] > 1.3
 
 
 def test_a_rank_whose_loss_departs_is_found_from_where_it_departs():
@@ -80,7 +80,7 @@ def test_a_rank_whose_loss_departs_is_found_from_where_it_departs():
     losses["r3"] = losses["r3"].copy()
     losses["r3"][250:] *= 2
     found = rank_loss_departures(steps, losses)
-    assert list(found) == ["r3"] and 248 <= found["r3"][0] <= 252
+    assert list(found) == ["r3"] and 248 <= found["r3"].step <= 252
 
 
 def test_job_checks_run_through_the_engine_on_rank_runs():

@@ -20,7 +20,7 @@ from tb_health_plugin.analysis.detectors.throughput import (
     rank_time_outliers,
     step_time_regression,
 )
-from tb_health_plugin.analysis.event import Event, Phrase
+from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.contract import is_samples_axis
 
@@ -117,24 +117,8 @@ def slow_rank_findings(job: dict[str, RunSignals]) -> dict[str, list[Event]]:
         if step_time is None:
             return {}
     medians = {name: _median_after_warmup(values, allow_zero=measure == "host_time") for name, (_, values, _) in series.items()}
-    out: dict[str, list[Event]] = {}
-    for name, evidence in rank_time_outliers(medians, step_time).items():
-        steps, _, tag = series[name]
-        host = measure == "host_time"
-        out[name] = [
-            Event(
-                kind="throughput",
-                severity="warning",
-                step=int(steps[min(warmup_points(len(steps)), len(steps) - 1)]),
-                end_step=int(steps[-1]),
-                tag=tag,
-                message="throughput.slow_rank.host_time" if host else "throughput.slow_rank",
-                evidence=dict(evidence, what="slow_rank", measure=measure, job_step_time_ms=step_time, ranks=len(series)),
-                args={"measure_label": Phrase(f"throughput.measure.{measure}")},
-                advice="throughput.advice.host_time" if host else "throughput.advice.slow_rank",
-            )
-        ]
-    return out
+    where = {name: (steps, tag) for name, (steps, _, tag) in series.items()}
+    return {name: [event] for name, event in rank_time_outliers(medians, step_time, measure, where).items()}
 
 
 def rank_loss_findings(job: dict[str, RunSignals]) -> dict[str, list[Event]]:
@@ -149,20 +133,9 @@ def rank_loss_findings(job: dict[str, RunSignals]) -> dict[str, list[Event]]:
         row = np.full(steps.size, np.nan)
         row[np.searchsorted(steps, s.steps)] = s.values
         aligned[name] = row
-    for name, (index, evidence) in rank_loss_departures(steps, aligned).items():
-        step = int(steps[index])
-        out.setdefault(name, []).append(
-            Event(
-                kind="throughput",
-                severity="warning",
-                step=step,
-                end_step=int(steps[-1]),
-                tag=job[name].tag("loss"),
-                message="throughput.rank_loss",
-                evidence=dict(evidence, what="rank_loss", ranks=len(losses)),
-                advice="throughput.advice.rank_loss",
-            )
-        )
+    tags = {name: job[name].tag("loss") for name in losses}
+    for name, event in rank_loss_departures(steps, aligned, tags).items():
+        out.setdefault(name, []).append(event)
     return out
 
 

@@ -254,15 +254,22 @@ def _pool(logs: np.ndarray) -> tuple[np.ndarray, int]:
     return np.median(usable.reshape(-1, block), axis=1), block
 
 
-def rank_time_outliers(medians: dict[str, float], step_time: float | None = None) -> dict[str, dict[str, float]]:
-    """Ranks whose median time lags the others' (see module doc): rank -> evidence.
+def rank_time_outliers(
+    medians: dict[str, float],
+    step_time: float | None = None,
+    measure: str = "step_time",
+    series: dict[str, tuple[np.ndarray, str]] | None = None,
+) -> dict[str, Event]:
+    """Ranks whose median time lags the others' (see module doc): rank -> its `throughput` event.
 
-    `medians`: each rank's median time per step of one measure (host time, step time or wall time
-    per step). `step_time`: the job's time per step in the same unit when the measure is only a
-    part of the step (host time); None when the measure is the step time itself.
+    `medians`: each rank's median time per step of one `measure` (`host_time`, `step_time`,
+    `wall_time`...). `step_time`: the job's time per step in the same unit when the measure is
+    only a part of the step (host time); None when the measure is the step time itself.
+    `series`: each rank's (logged steps, tag) of that measure, to place its event from the end of
+    warm-up to its last step (without it, at step 0).
     """
     names = [r for r, v in medians.items() if np.isfinite(v) and v >= 0]
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, Event] = {}
     if len(names) < 2:
         return out
     for rank in names:
@@ -281,14 +288,32 @@ def rank_time_outliers(medians: dict[str, float], step_time: float | None = None
             mad = max(float(np.median(np.abs(others - centre))), MAD_FLOOR_SHARE * scale)
             if excess / mad < RANK_MADS:
                 continue
-        out[rank] = {"median": medians[rank], "others_median": centre, "slowdown": ratio, "lost_share": share}
+        steps, tag = (series or {}).get(rank, (np.zeros(1, dtype=np.int64), ""))
+        host = measure == "host_time"
+        out[rank] = Event(
+            kind="throughput",
+            severity="warning",
+            step=int(steps[min(warmup_points(len(steps)), len(steps) - 1)]),
+            end_step=int(steps[-1]),
+            tag=tag,
+            message="throughput.slow_rank.host_time" if host else "throughput.slow_rank",
+            evidence={"median": medians[rank], "others_median": centre, "slowdown": ratio, "lost_share": share,
+                      "what": "slow_rank", "measure": measure, "job_step_time_ms": step_time,
+                      "ranks": len(medians)},
+            args={"measure_label": Phrase(f"throughput.measure.{measure}")},
+            advice="throughput.advice.host_time" if host else "throughput.advice.slow_rank",
+        )
     return out
 
 
-def rank_loss_departures(steps: np.ndarray, losses: dict[str, np.ndarray]) -> dict[str, tuple[int, dict]]:
-    """Ranks whose loss departs from the job's (see module doc): rank -> (first index, evidence).
+def rank_loss_departures(
+    steps: np.ndarray, losses: dict[str, np.ndarray], tags: dict[str, str] | None = None
+) -> dict[str, Event]:
+    """Ranks whose loss departs from the job's (see module doc): rank -> its `throughput` event,
+    from the step where the departure starts.
 
-    `losses` are aligned on `steps` (NaN where a rank did not log that step).
+    `losses` are aligned on `steps` (NaN where a rank did not log that step); `tags`: each rank's
+    loss tag.
     """
     ranks = [
         r
@@ -317,12 +342,15 @@ def rank_loss_departures(steps: np.ndarray, losses: dict[str, np.ndarray]) -> di
         while start - 1 >= 0 and deviation[row, start - 1] >= limit:
             start -= 1
         window = deviation[row, start : run[1]]
-        out[rank] = (
-            start,
-            {
-                "median_relative_deviation": float(np.median(window)),
-                "threshold": limit,
-                "typical_rank_deviation": typical,
-            },
+        out[rank] = Event(
+            kind="throughput",
+            severity="warning",
+            step=int(steps[start]),
+            end_step=int(steps[-1]),
+            tag=(tags or {}).get(rank, ""),
+            message="throughput.rank_loss",
+            evidence={"median_relative_deviation": float(np.median(window)), "threshold": limit,
+                      "typical_rank_deviation": typical, "what": "rank_loss", "ranks": len(losses)},
+            advice="throughput.advice.rank_loss",
         )
     return out
