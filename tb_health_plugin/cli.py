@@ -15,9 +15,9 @@ import os
 import sys
 
 from tb_health_plugin.commands.messages import say
-from tb_health_plugin.i18n import default_language, text
+from tb_health_plugin.i18n import LANGUAGES, default_language, text
 
-# Subcommand modules, each with `register(subparsers)` that sets `func(args) -> int`.
+# Subcommand modules, each with `register(subparsers, lang)` that sets `func(args) -> int`.
 COMMAND_MODULES = ("check", "report", "watch", "convert")
 
 EXIT_USAGE = 2
@@ -26,10 +26,26 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
-def build_parser() -> argparse.ArgumentParser:
+def help_language(argv: list[str]) -> str:
+    """The language of `--help`: the last `--lang X` / `--lang=X` on the command line when it names
+    a language we have (the parser is built before the arguments are parsed), else the locale's."""
+    chosen = None
+    for index, arg in enumerate(argv):
+        if arg == "--lang" and index + 1 < len(argv):
+            chosen = argv[index + 1]
+        elif arg.startswith("--lang="):
+            chosen = arg.partition("=")[2]
+        elif arg == "--":
+            break
+    return chosen if chosen in LANGUAGES else default_language()
+
+
+def build_parser(lang: str | None = None) -> argparse.ArgumentParser:
+    """The `tb-health` parser, its help in `lang` (default: the locale's language)."""
+    lang = lang or default_language()
     parser = argparse.ArgumentParser(
         prog="tb-health",
-        description="Training-health checks for TensorBoard and MindSpore logs.",
+        description=text("help.tb_health.description", lang),
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -39,12 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
             if error.name != f"tb_health_plugin.commands.{name}":
                 raise
             continue
-        module.register(subparsers)
+        module.register(subparsers, lang)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(help_language(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

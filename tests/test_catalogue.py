@@ -20,8 +20,8 @@ from tb_health_plugin.run_data import RunData, ScalarSeries
 HAN = re.compile(r"[\u4e00-\u9fff]")
 SHARED = ("join.", "sentence", "note", "kind.", "cause.")  # used by the renderer and the engine
 # the words around the findings: the CLI's text report and its lines on stderr (`check`, `convert`), the readers' lines,
-# `tb-health report`'s headings and the alerts'
-FRAME = ("cli.", "convert.", "reader.", "report.", "alert.", "status.", "severity.", "list_separator")
+# `tb-health report`'s headings and the alerts', the commands' --help
+FRAME = ("cli.", "convert.", "reader.", "report.", "alert.", "status.", "severity.", "list_separator", "help.")
 
 
 def placeholders(template: str) -> set[str]:

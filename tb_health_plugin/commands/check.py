@@ -2,7 +2,7 @@
 
 Text for people (one line per run with its verdict, then its findings), strict JSON for tools
 (`analysis/findings.py`, as `http_api.md` describes it). The exit code says whether a finding reached `--fail-on`,
-or why the report is missing or incomplete (`EXIT_CODES_HELP`, shown by `--help`).
+or why the report is missing or incomplete (`help.check.epilog` in the catalogue, shown by `--help`).
 stdout carries only the report; progress goes to stderr, when stderr is a terminal or the
 logdir is big enough for the wait to be noticed.
 """
@@ -25,62 +25,50 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_UNREADABLE = 2  # part of LOGDIR could not be read: the report covers only the rest
 STORAGE_ATTEMPTS = 4  # reads of a failing store before giving up: waits of 2, 4 and 8 s (`storage.Backoff`)
 PROG = "tb-health check"
-EXIT_CODES_HELP = (
-    "exit codes: 0 no finding reaches --fail-on; 1 one does; 2 usage error, LOGDIR unreadable or "
-    f"without event files, a --tag naming a tag no run has, a {CONFIG_FILE} that cannot be used, "
-    "a file or folder under LOGDIR that could not be read (the report covers the rest), object "
-    f"storage still failing after {STORAGE_ATTEMPTS} attempts, or a report that could not be written; "
-    "130 interrupted (Ctrl-C); 141 stdout closed before the report was written (e.g. | head)."
-)
 BIG_LOGDIR_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is not a terminal
 VERDICT_WIDTH = 9
 
 
-def register(subparsers) -> None:
+def register(subparsers, lang: str = "en") -> None:
+    """Add `check` to `subparsers`, its help in `lang`."""
     parser = subparsers.add_parser(
         "check",
-        help="analyse every run under LOGDIR and print a health report",
-        description="Analyse every run under LOGDIR (tfevents or MindSpore summaries) and report "
-        "its health. Names from the logs are printed with control characters escaped.",
-        epilog=EXIT_CODES_HELP,
+        help=text("help.check.summary", lang),
+        description=text("help.check.description", lang),
+        epilog=text("help.check.epilog", lang, config=CONFIG_FILE, attempts=STORAGE_ATTEMPTS),
     )
-    parser.add_argument("logdir", metavar="LOGDIR",
-                        help="a folder, or a URL such as s3://bucket/prefix (read through fsspec)")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    parser.add_argument("logdir", metavar="LOGDIR", help=text("help.check.logdir", lang))
+    parser.add_argument("--format", choices=("text", "json"), default="text", help=text("help.check.format", lang))
     parser.add_argument(
         "--fail-on",
         choices=("warning", "critical"),
         default="critical",
-        help="exit 1 when a finding reaches this severity (default: critical)",
+        help=text("help.check.fail_on", lang),
     )
     parser.add_argument(
         "--tag",
         action="append",
         default=[],
         metavar="ROLE=TAG",
-        help="use TAG for ROLE instead of the usual spellings, e.g. --tag loss=my/loss "
-        f"(roles: {', '.join(SCALAR_SPELLINGS)}); repeatable; overrides the [tags] of LOGDIR/{CONFIG_FILE}, "
-        "which the Health tab reads too",
+        help=text("help.check.tag", lang, roles=", ".join(SCALAR_SPELLINGS), config=CONFIG_FILE),
     )
     parser.add_argument(
         "--progress",
         choices=("auto", "always", "never"),
         default="auto",
-        help="progress on stderr: auto = when stderr is a terminal or the logdir is large",
+        help=text("help.check.progress", lang),
     )
     parser.add_argument(
         "--lang",
         choices=LANGUAGES,
         default=None,
-        help="language of the findings (default: from the locale, LC_ALL/LC_MESSAGES/LANG; else en)",
+        help=text("help.check.lang", lang),
     )
     parser.add_argument(
         "--cache",
         metavar="DIR",
         default=None,
-        help="keep what was read and analysed in DIR (e.g. ~/.cache/tb-health/check), so the next check "
-        "of a local LOGDIR reads only what was appended and re-analyses only the runs that changed; "
-        "the report is the same as without it",
+        help=text("help.check.cache", lang),
     )
     parser.set_defaults(func=run)
 

@@ -33,29 +33,25 @@ BIG_INPUT_BYTES = 64 << 20  # beyond this, progress is shown even when stderr is
 PROGRESS_EVERY_BYTES = 64 << 20  # a progress line at least this often within a big run
 
 
-def register(subparsers) -> None:
+def register(subparsers, lang: str = "en") -> None:
+    """Add `convert` to `subparsers`, its help in `lang`."""
     parser = subparsers.add_parser(
         "convert",
-        help="convert MindSpore summary logs into tfevents for TensorBoard's own tabs",
-        description="Convert every MindSpore summary file (events.out.events.summary.*_MS) under SRC "
-        "into tfevents under DST, keeping run names, so TensorBoard's Scalars, Histograms and "
-        "Distributions tabs show them.",
-        epilog="exit codes: 0 converted; 1 SRC holds no MindSpore summary; 2 usage error, a file or "
-        "folder under SRC that could not be read (the rest is converted) or DST not writable; "
-        "130 interrupted (Ctrl-C); 141 stdout closed early.",
+        help=text("help.convert.summary", lang),
+        description=text("help.convert.description", lang),
+        epilog=text("help.convert.epilog", lang),
     )
-    parser.add_argument("src", metavar="SRC", help="logdir holding MindSpore summary files: a folder, or a URL "
-                        "such as s3://bucket/prefix (read through fsspec)")
-    parser.add_argument("dst", metavar="DST", help="local logdir to write tfevents into (may be SRC itself)")
+    parser.add_argument("src", metavar="SRC", help=text("help.convert.src", lang))
+    parser.add_argument("dst", metavar="DST", help=text("help.convert.dst", lang))
     parser.add_argument("--overwrite", action="store_true",
-                        help=f"replace files an earlier conversion wrote into DST (*{CONVERTED_SUFFIX})")
+                        help=text("help.convert.overwrite", lang, suffix=CONVERTED_SUFFIX))
     parser.add_argument("--no-nonfinite-scalars", dest="nonfinite_scalars", action="store_false",
-                        help="do not write histograms' NaN/Inf counts as <tag>/nan_count and <tag>/inf_count scalars")
+                        help=text("help.convert.no_nonfinite_scalars", lang))
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                        help="progress on stderr: auto = when stderr is a terminal or the input is large")
-    parser.add_argument("--quiet", action="store_true", help="no summary line on stdout")
+                        help=text("help.convert.progress", lang))
+    parser.add_argument("--quiet", action="store_true", help=text("help.convert.quiet", lang))
     parser.add_argument("--lang", choices=LANGUAGES, default=None,
-                        help="language of what is printed (default: from the locale, LC_ALL/LC_MESSAGES/LANG; else en)")
+                        help=text("help.convert.lang", lang))
     parser.set_defaults(func=run)
 
 

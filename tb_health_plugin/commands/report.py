@@ -12,28 +12,28 @@ import sys
 
 from tb_health_plugin.commands.check import overrides_in_force
 from tb_health_plugin.commands.messages import read_problems, say
+from tb_health_plugin.i18n import text
 
 PROG = "tb-health report"
 EXIT_OK, EXIT_USAGE, EXIT_ERROR = 0, 2, 2
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
 
-def register(subparsers) -> None:
+def register(subparsers, lang: str = "en") -> None:
+    """Add `report` to `subparsers`, its help in `lang`."""
     parser = subparsers.add_parser(
         "report",
-        help="write a self-contained HTML or Markdown health report of every run under LOGDIR",
-        description="Write every run's verdict, each finding with its evidence and a chart around its step, "
-        "the configuration as logged and what was read, into one file that needs nothing else.",
-        epilog="exit codes: 0 written; 2 usage error, LOGDIR unreadable or without event files, or the "
-        "output could not be written.",
+        help=text("help.report.summary", lang),
+        description=text("help.report.description", lang),
+        epilog=text("help.report.epilog", lang),
     )
     parser.add_argument("logdir", metavar="LOGDIR")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="report file (.html or .md); - for stdout")
-    parser.add_argument("--format", choices=("html", "md"), help="default: from the output's extension")
-    parser.add_argument("--lang", choices=("en", "zh"), help="language (default: from the locale)")
-    parser.add_argument("--run", action="append", default=None, metavar="RUN", help="only this run; repeatable")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help=text("help.report.output", lang))
+    parser.add_argument("--format", choices=("html", "md"), help=text("help.report.format", lang))
+    parser.add_argument("--lang", choices=("en", "zh"), help=text("help.report.lang", lang))
+    parser.add_argument("--run", action="append", default=None, metavar="RUN", help=text("help.report.run", lang))
     parser.add_argument("--tag", action="append", default=[], metavar="ROLE=TAG",
-                        help="use TAG for ROLE, as in `tb-health check`; repeatable")
+                        help=text("help.report.tag", lang))
     parser.set_defaults(func=run)
 
 

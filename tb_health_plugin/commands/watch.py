@@ -19,42 +19,39 @@ import time
 from tb_health_plugin.commands.check import overrides_in_force
 from tb_health_plugin.commands.messages import say
 from tb_health_plugin.contract import SEVERITIES
-from tb_health_plugin.i18n import default_language
+from tb_health_plugin.i18n import default_language, text
 
 PROG = "tb-health watch"
 EXIT_OK, EXIT_USAGE = 0, 2
 FLUSH_TIMEOUT_S = 60.0  # at exit, how long queued notifications may still take
 
 
-def register(subparsers) -> None:
+def register(subparsers, lang: str = "en") -> None:
+    """Add `watch` to `subparsers`, its help in `lang`."""
     from tb_health_plugin.notify.sinks import SINK_KINDS
 
     parser = subparsers.add_parser(
         "watch",
-        help="re-check LOGDIR as it grows and send new findings to a chat robot, webhook or e-mail",
-        description="Re-check LOGDIR every --interval seconds and send each new warning or critical "
-        "finding once per job. Sink URLs and secrets come from the environment "
-        "(TB_HEALTH_<SINK>_URL, TB_HEALTH_<SINK>_SECRET, or their _FILE variants; "
-        "TB_HEALTH_SMTP_* for e-mail) or from --notify-config, never from the command line.",
-        epilog="exit codes: 0 stopped normally (--once done); 2 usage or configuration error; "
-        "130 interrupted (Ctrl-C, after sending what was queued).",
+        help=text("help.watch.summary", lang),
+        description=text("help.watch.description", lang),
+        epilog=text("help.watch.epilog", lang),
     )
     parser.add_argument("logdir", metavar="LOGDIR")
     parser.add_argument("--notify", action="append", default=[], choices=SINK_KINDS, metavar="SINK",
-                        help=f"where to send: {', '.join(SINK_KINDS)}; repeatable")
-    parser.add_argument("--notify-config", metavar="FILE", help="TOML file with one table per sink (url, secret)")
-    parser.add_argument("--interval", type=float, default=30.0, help="seconds between checks (default: 30)")
-    parser.add_argument("--once", action="store_true", help="check once, send, and exit")
+                        help=text("help.watch.notify", lang, sinks=", ".join(SINK_KINDS)))
+    parser.add_argument("--notify-config", metavar="FILE", help=text("help.watch.notify_config", lang))
+    parser.add_argument("--interval", type=float, default=30.0, help=text("help.watch.interval", lang))
+    parser.add_argument("--once", action="store_true", help=text("help.watch.once", lang))
     parser.add_argument("--min-severity", choices=SEVERITIES[1:], default="warning",
-                        help="the least severe finding sent (default: warning)")
+                        help=text("help.watch.min_severity", lang))
     parser.add_argument("--lang", choices=("en", "zh"), default=None,
-                        help="language of the messages (default: from the locale)")
+                        help=text("help.watch.lang", lang))
     parser.add_argument("--tensorboard-url", metavar="URL",
-                        help="TensorBoard's address, for a link to the run in the Health tab")
+                        help=text("help.watch.tensorboard_url", lang))
     parser.add_argument("--state", metavar="FILE",
-                        help="where to remember what was sent (default: in the user's cache folder)")
+                        help=text("help.watch.state", lang))
     parser.add_argument("--tag", action="append", default=[], metavar="ROLE=TAG",
-                        help="use TAG for ROLE, as in `tb-health check`; repeatable")
+                        help=text("help.watch.tag", lang))
     parser.set_defaults(func=run)
 
 
