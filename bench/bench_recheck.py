@@ -165,26 +165,25 @@ def cli_case(base: Path, scratch: Path, grown: list[int], growth_points: int, po
     return out
 
 
+def cpu_seconds(action) -> float:
+    """The CPU time `action()` takes in this process."""
+    started = time.process_time()
+    action()
+    return time.process_time() - started
+
+
 def service_case(base: Path, scratch: Path, grown: list[int], growth_points: int, points: int) -> dict:
     from tb_health_plugin.service import HealthService
 
     logdir = scratch / "service-logdir"
     shutil.copytree(base, logdir)
     service = HealthService(str(logdir), refresh_interval_s=3600)
-    started = time.process_time()
-    service.refresh_now()
-    first_read = time.process_time() - started
-    started = time.process_time()
-    service._analyse_changed()
-    first_analysis = time.process_time() - started
+    first_read = cpu_seconds(service.refresh_now)
+    first_analysis = cpu_seconds(service._analyse_changed)
     grow(logdir, grown, growth_points, points)
     analysed_before = service.analysis_count
-    started = time.process_time()
-    service.refresh_now()
-    read = time.process_time() - started
-    started = time.process_time()
-    service._analyse_changed()
-    analysis = time.process_time() - started
+    read = cpu_seconds(service.refresh_now)
+    analysis = cpu_seconds(service._analyse_changed)
     units = service.analysis_count - analysed_before
     shutil.rmtree(logdir)
     return {"first_read": first_read, "first_analysis": first_analysis, "read": read, "analysis": analysis,
