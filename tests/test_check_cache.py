@@ -82,7 +82,7 @@ class ReadSpy:
         self.reads: list[tuple[str, int]] = []
         self.analysed: list[str] = []  # runs handed to the analysis (a unit that changed)
         self.checked: list[str] = []  # runs whose own checks ran
-        original_read, original_analyze = logdir_reader._RunState.read_new_bytes, engine.analyze_runs
+        original_read, original_analyze = logdir_reader.RunState.read_new_bytes, engine.analyze_runs
         original_checks = engine.findings_for_run
 
         def read_new_bytes(state, event_file):
@@ -98,7 +98,7 @@ class ReadSpy:
             self.checked.append(signals.run)
             return original_checks(signals)
 
-        monkeypatch.setattr(logdir_reader._RunState, "read_new_bytes", read_new_bytes)
+        monkeypatch.setattr(logdir_reader.RunState, "read_new_bytes", read_new_bytes)
         monkeypatch.setattr(engine, "analyze_runs", analyze_runs)  # `check` imports it on use
         monkeypatch.setattr(engine, "findings_for_run", findings_for_run)
 

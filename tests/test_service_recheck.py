@@ -40,7 +40,7 @@ def test_a_grown_rank_reruns_only_its_own_checks_and_reports_match_a_fresh_servi
 
     checked, reads = [], []
     original_check = engine.findings_for_run
-    original_read = logdir_reader._RunState.read_new_bytes
+    original_read = logdir_reader.RunState.read_new_bytes
     monkeypatch.setattr(engine, "findings_for_run",
                         lambda signals: checked.append(signals.run) or original_check(signals))
 
@@ -48,7 +48,7 @@ def test_a_grown_rank_reruns_only_its_own_checks_and_reports_match_a_fresh_servi
         reads.append((event_file.path, state.files[event_file.path].offset))
         return original_read(state, event_file)
 
-    monkeypatch.setattr(logdir_reader._RunState, "read_new_bytes", read_new_bytes)
+    monkeypatch.setattr(logdir_reader.RunState, "read_new_bytes", read_new_bytes)
     size = files[1].stat().st_size
     with open(files[1], "ab") as out:
         more = np.arange(POINTS + 1, POINTS + 4) * 10

@@ -94,8 +94,7 @@ class CheckCache:
                 continue
             self._restored[state.name] = (state, state.version)
             self.tokens[state.name] = token
-        with reader._runs_lock:
-            reader._runs.update({name: state for name, (state, _) in self._restored.items()})
+        reader.adopt({name: state for name, (state, _) in self._restored.items()})
 
     def save(self, reader) -> None:
         """Save the state of every run that changed (or was not cached); forget runs gone."""
@@ -103,7 +102,7 @@ class CheckCache:
 
         names = reader.run_names()
         for name in names:
-            state = reader._state(name)
+            state = reader.run_state(name)
             if self._restored.get(name) == (state, state.version):
                 continue  # restored and nothing read into it since: unchanged
             path = os.path.join(self.runs_dir, _name_hash(name) + ".state")

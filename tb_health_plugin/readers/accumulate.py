@@ -30,6 +30,10 @@ class GrowableColumn:
         self._data = np.empty(_MIN_CAPACITY, dtype=dtype)
         self.size = 0
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
     @classmethod
     def holding(cls, values: np.ndarray, dtype) -> GrowableColumn:
         """A column whose content is a copy of `values` (a saved state read back)."""

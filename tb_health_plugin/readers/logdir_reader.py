@@ -66,7 +66,7 @@ READ_CHUNK_BYTES = 2 << 20  # bytes read and decoded at a time: the vectorised d
 _versions = itertools.count(1)
 
 
-class _FileState:
+class FileState:
     def __init__(self, event_file: EventFile) -> None:
         self.file = event_file
         self.offset = 0  # bytes consumed: everything before is decoded
@@ -76,7 +76,7 @@ class _FileState:
         self.waiting_at_size = -1  # size at which the bytes left after `offset` could not be read yet
 
 
-class _RunState:
+class RunState:
     """Everything read so far for one run, and the last snapshot handed out."""
 
     def __init__(self, name: str, writers: dict[str, int] | None = None, storage: Storage | None = None) -> None:
@@ -85,7 +85,7 @@ class _RunState:
         self.writers = dict(writers or {})  # path -> writer index, for files of writers past the first
         self.spans: dict[str, FileSpan] = {}  # path -> what it logged, to tell concurrent writers apart
         self.lock = threading.Lock()
-        self.files: dict[str, _FileState] = {}
+        self.files: dict[str, FileState] = {}
         self.failed_files: dict[str, int] = {}  # path -> size when reading it raised
         self.scalars: dict[str, ScalarBuilder] = {}
         self.histograms: dict[str, HistogramBuilder] = {}
@@ -188,7 +188,7 @@ class _RunState:
         """Read what was appended to one file; True if anything changed."""
         state = self.files.get(event_file.path)
         if state is None:
-            state = self.files[event_file.path] = _FileState(event_file)
+            state = self.files[event_file.path] = FileState(event_file)
         decoder = self.mindspore_decoder if event_file.format == MINDSPORE else self.tfevents_decoder
         changed = False
         handle, (size, identity) = self.storage.open(event_file.path)
@@ -235,7 +235,7 @@ class _RunState:
         state.waiting_at_size = size if state.offset < size else -1
         return changed
 
-    def _skip_impossible_record(self, handle, state: _FileState, size: int, claimed: int) -> bool:
+    def _skip_impossible_record(self, handle, state: FileState, size: int, claimed: int) -> bool:
         """Move past the record at `state.offset`, which claims more bytes than the file holds, when a
         complete valid record follows it; count and note what was skipped. False: wait for more."""
         probe_offset, probe_from = state.probe
@@ -342,7 +342,7 @@ class LogdirReader:
         self.formats = tuple(formats)
         self.storage = storage_for(self.logdir)
         self.problem: str | None = None  # why the last refresh could not read everything (a store failing)
-        self._runs: dict[str, _RunState] = {}
+        self._runs: dict[str, RunState] = {}
         self._runs_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
         self.reading: tuple[int, int] | None = None  # (runs read, runs found) while a refresh runs
@@ -377,7 +377,7 @@ class LogdirReader:
                 self.reading = (done, len(found))
                 run = runs[name]
                 if run is None or run.needs_reset(files):
-                    run = runs[name] = _RunState(name, run.writers if run is not None else None, self.storage)
+                    run = runs[name] = RunState(name, run.writers if run is not None else None, self.storage)
                     changed = True
                 with run.lock:
                     if self._read_run(run, files):
@@ -385,7 +385,7 @@ class LogdirReader:
                         changed = True
                     plan = run.writer_plan(files)
                 if plan != run.writers:  # a writer told apart only now: read the run again, keeping both
-                    fresh = _RunState(name, plan, self.storage)
+                    fresh = RunState(name, plan, self.storage)
                     with fresh.lock:
                         self._read_run(fresh, files)
                     runs[name] = fresh
@@ -422,7 +422,7 @@ class LogdirReader:
         return ranges
 
     @staticmethod
-    def _read_run(run: _RunState, files: list[EventFile]) -> bool:
+    def _read_run(run: RunState, files: list[EventFile]) -> bool:
         changed = False
         for event_file in files:
             size, _identity = run.storage.size(event_file.path)
@@ -449,9 +449,20 @@ class LogdirReader:
         with self._runs_lock:
             return sorted(self._runs)
 
-    def _state(self, name: str) -> _RunState:
+    def _state(self, name: str) -> RunState:
         with self._runs_lock:
             return self._runs[name]
+
+    def run_state(self, name: str) -> RunState:
+        """The reading state of one run, for saving it (`saved_state`); hold its `lock` while
+        using it. KeyError for an unknown run."""
+        return self._state(name)
+
+    def adopt(self, states: dict[str, RunState]) -> None:
+        """Take saved reading states (`saved_state.load_run`) as the runs read so far: the next
+        `refresh()` reads only what their files gained since."""
+        with self._runs_lock:
+            self._runs.update(states)
 
     def run(self, name: str) -> RunData:
         """An immutable snapshot of one run. KeyError for an unknown run."""
@@ -524,11 +535,11 @@ def read_run(name: str, files: list[EventFile], on_bytes_read: Callable[[int], N
     `on_bytes_read(n)` is called after each chunk read, for progress reports. `storage` is the one
     the files were discovered through (local by default).
     """
-    state = _RunState(name, storage=storage)
+    state = RunState(name, storage=storage)
     state.on_bytes_read = on_bytes_read
     LogdirReader._read_run(state, files)
     plan = state.writer_plan(files)
     if plan:
-        state = _RunState(name, plan, storage)
+        state = RunState(name, plan, storage)
         LogdirReader._read_run(state, files)
     return state.snapshot()

@@ -1,6 +1,6 @@
 """A run's reading state saved to one file and read back, so a later read resumes where it stopped.
 
-What is saved is everything `logdir_reader._RunState` holds: per event file the byte offset read
+What is saved is everything `logdir_reader.RunState` holds (`SAVED_RUN_FIELDS`): per event file the byte offset read
 up to (and the rest of its reading state), every series as numpy columns, backtracks, notes,
 skipped-record counts, the writer plan and each file's `FileSpan`. Read back, the state is
 exactly what a reader that had read those bytes itself would hold, so the next `refresh()`
@@ -29,7 +29,7 @@ import numpy as np
 
 from tb_health_plugin.readers.accumulate import GrowableColumn, HistogramBuilder, ScalarBuilder, TextBuilder
 from tb_health_plugin.readers.discovery import EventFile
-from tb_health_plugin.readers.logdir_reader import _FileState, _RunState
+from tb_health_plugin.readers.logdir_reader import FileState, RunState
 from tb_health_plugin.readers.storage import LocalStorage
 from tb_health_plugin.readers.writers import FileSpan
 from tb_health_plugin.run_data import Backtrack, ReadNote
@@ -39,6 +39,16 @@ MAGIC = b"tb-health run state\n"
 CHECKED_BYTES = 4096  # hashed at the start of a file and just before its offset
 
 _BUILDERS = {"scalar": ScalarBuilder, "histogram": HistogramBuilder, "text": TextBuilder}
+# Every attribute of a `RunState` is either saved or rebuilt fresh on loading; a field added to
+# the reader must be added to one of these (a test compares them with a fresh state's attributes).
+SAVED_RUN_FIELDS = frozenset({
+    "name", "writers", "spans", "files", "failed_files", "scalars", "histograms", "texts", "backtracks",
+    "notes", "skipped_records", "last_wall_time", "tfevents_decoder",  # the decoder: its plugin_by_tag
+})
+FRESH_RUN_FIELDS = frozenset({
+    "storage", "lock", "mindspore_decoder", "version", "_snapshot", "on_bytes_read",  # no reading state
+})
+SAVED_FILE_FIELDS = frozenset({"file", "offset", "resyncing", "identity", "probe", "waiting_at_size"})
 
 
 class UnusableState(Exception):
@@ -80,7 +90,7 @@ def _same_file(path: str, offset: int, saved: dict) -> str | None:
     return None
 
 
-def save_run(state: _RunState, path: str, code: str, token: str) -> None:
+def save_run(state: RunState, path: str, code: str, token: str) -> None:
     """Write `state` (a local run's, not being read meanwhile) to `path` atomically, with `token`
     naming its data (whoever reads it back gets the token of exactly this data)."""
     arrays: dict[str, np.ndarray] = {}
@@ -163,7 +173,7 @@ def _read_arrays(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     return header["meta"], arrays
 
 
-def load_run(path: str, code: str) -> tuple[_RunState, str]:
+def load_run(path: str, code: str) -> tuple[RunState, str]:
     """The saved state of a local run, checked against its files, and its data token;
     `UnusableState` says why not."""
     try:
@@ -180,18 +190,18 @@ def load_run(path: str, code: str) -> tuple[_RunState, str]:
         raise UnusableState(f"unreadable ({type(error).__name__}: {error})") from None
 
 
-def _rebuild(meta: dict, arrays: dict[str, np.ndarray]) -> _RunState:
+def _rebuild(meta: dict, arrays: dict[str, np.ndarray]) -> RunState:
     for saved in meta["files"]:
         if saved["offset"]:
             problem = _same_file(saved["path"], saved["offset"], saved["fingerprint"])
             if problem is not None:
                 raise UnusableState(f"{os.path.basename(saved['path'])} {problem}")
-    state = _RunState(meta["name"], meta["writers"], LocalStorage())
+    state = RunState(meta["name"], meta["writers"], LocalStorage())
     state.notes = {message: ReadNote(kind, message, args) for kind, message, args in meta["notes"]}
     for saved in meta["files"]:
         if not saved["offset"]:
             continue  # nothing read from it: seen afresh, as a new file (its place in the read order counts)
-        file_state = _FileState(EventFile(saved["path"], saved["format"]))
+        file_state = FileState(EventFile(saved["path"], saved["format"]))
         file_state.offset, file_state.resyncing = int(saved["offset"]), bool(saved["resyncing"])
         file_state.probe = tuple(saved["probe"])
         file_state.waiting_at_size = int(saved["waiting_at_size"])
@@ -203,7 +213,7 @@ def _rebuild(meta: dict, arrays: dict[str, np.ndarray]) -> _RunState:
         builder = _BUILDERS[entry["kind"]](entry["tag"])
         for name in entry["columns"]:
             column = getattr(builder, name)
-            setattr(builder, name, GrowableColumn.holding(arrays[f"{key}_{name}"], column._data.dtype))
+            setattr(builder, name, GrowableColumn.holding(arrays[f"{key}_{name}"], column.dtype))
         if entry["kind"] == "histogram":
             rows = arrays[f"{key}_bucket_rows"]
             builder.objects = np.split(arrays[f"{key}_buckets"].copy(), np.cumsum(rows)[:-1]) if rows.shape[0] else []
