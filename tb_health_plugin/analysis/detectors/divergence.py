@@ -67,6 +67,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
+from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
 from tb_health_plugin.analysis.event import Event, Phrase
 
@@ -116,7 +117,7 @@ def loss_divergence(
     if values.size and not finite[-1]:
         last_finite = np.flatnonzero(finite)
         nonfinite_tail_start = int(last_finite[-1]) + 1 if last_finite.size else 0
-    f_steps, f_values = steps[finite], values[finite]
+    f_steps, f_values = (steps, values) if finite.all() else (steps[finite], values[finite])  # no copy if all finite
     start_loss, end_min = _window_min_ends(window_min)
     rise, rise_open, long_spikes = _finite_divergence(
         f_steps, f_values, tag, schedule, what, start_loss, end_min, ends_nonfinite=nonfinite_tail_start is not None
@@ -192,7 +193,6 @@ def _finite_divergence(
 ) -> tuple[Event | None, bool, list[Event]]:
     """The divergence (an excursion open at the end wins over a recovered one), whether it is
     open at the end, and the long spikes: sudden excursions that recovered."""
-    from scipy import ndimage
     n = steps.size
     if n < MIN_POINTS:
         return None, False, []
@@ -204,21 +204,20 @@ def _finite_divergence(
     threshold = max(Z_EXCESS * sigma, MIN_RISE)
     above = np.zeros(n, dtype=bool)
     above[settled_from:] = excess[settled_from:] > threshold
-    labels, count = ndimage.label(above)
+    excursions = runs_of_true(above)  # not scipy's label: 36 bytes a point for a 1-D mask
     start_level = _start_level(values, y, start_loss)
     ended_above = _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min)
     far_above = None if ended_above is not None else _far_above_start(
         steps, values, y, smooth, sigma, tag, what, start_level
     )
-    if count == 0:
+    if not excursions:
         if ended_above is not None:
             return ended_above, True, []
         return far_above, False, []
     divergence: Event | None = None
     divergence_open = False
     long_spikes: list[Event] = []
-    for where in ndimage.find_objects(labels):
-        start, stop = where[0].start, where[0].stop
+    for start, stop in excursions:
         open_at_end = stop >= n
         if stop - start <= MAX_SPIKE_POINTS and not (open_at_end and ends_nonfinite):
             continue  # no longer than a spike: see step 4 of the module doc

@@ -6,10 +6,16 @@ scale and a Student-t tail fitted to the run's own residuals. All functions are 
 (scipy.ndimage filters), linear in the number of points. scipy is imported inside the functions
 that use it, here and in the other detectors: it costs a second at start-up that `--help`, the
 tab's first listing and a logdir without losses need not pay.
+
+Memory: a series of n points costs 8n bytes per float64 array, so on a series of millions of
+points the temporaries of an expression, not the results, set the analysis' peak. Rolling
+medians and elementwise maps therefore work block by block (`BLOCK_POINTS`) into one output
+array, and nothing here copies its input when it need not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -18,6 +24,10 @@ import numpy as np
 
 MAD_TO_SIGMA = 1.4826  # sigma = 1.4826 * MAD for Gaussian noise
 TINY_LOG_SCALE = 1e-6  # floor of a noise scale in log units: a loss logged with 6 digits
+# Points a rolling filter or an elementwise map handles at once: its temporaries cost a few
+# times 512 KiB whatever the series' length, and the per-block overhead (a few microseconds
+# for a scipy call) stays negligible next to the work on 65,536 points.
+BLOCK_POINTS = 1 << 16
 
 
 def log_loss(values: np.ndarray) -> np.ndarray:
@@ -30,10 +40,11 @@ def log_loss(values: np.ndarray) -> np.ndarray:
     relative size of jumps near the lowest value the run reached.
     """
     values = np.asarray(values, dtype=np.float64)
-    finite = values[np.isfinite(values)]
-    if finite.size == 0 or finite.min() > 0:
+    is_finite = np.isfinite(values)
+    if float(np.min(values, where=is_finite, initial=np.inf)) > 0:  # all positive, or none finite
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.log(values)
+    finite = values[is_finite]
     q25, q75 = np.percentile(finite, [25, 75])
     spread = (q75 - q25) or float(np.abs(finite).max()) or 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -69,25 +80,84 @@ def rolling_median(values: np.ndarray, width: int, *, edges: EdgeRule) -> np.nda
       the end values would drag the trend below the last points, which would then look like a
       spike.
     """
-    from scipy import ndimage
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         return values.copy()
     filled = _fill_nan(values)
     if np.all(np.isnan(filled)):
-        return filled
+        return filled.copy()
     if edges == "mirror":
         # at most one reflection: past that, scipy's mirror mode reads memory outside the array
-        return ndimage.median_filter(filled, size=min(width, 2 * filled.size - 1), mode="mirror")
+        return median_filter(filled, min(width, 2 * filled.size - 1), "mirror")
     if edges == "mirror_within":
-        return ndimage.median_filter(filled, size=min(odd_window(width), odd_window(filled.size, 1)), mode="mirror")
+        return median_filter(filled, min(odd_window(width), odd_window(filled.size, 1)), "mirror")
     if edges == "trend":
         return _trend_continued_median(filled, width)
     raise ValueError(f"edges must be 'mirror', 'mirror_within' or 'trend', got {edges!r}")
 
 
-def _trend_continued_median(y: np.ndarray, window: int) -> np.ndarray:
+def median_filter(
+    x: np.ndarray, size: int, mode: str, head: np.ndarray | None = None, tail: np.ndarray | None = None
+) -> np.ndarray:
+    """scipy's `median_filter(concatenate([head, x, tail]), size, mode=mode)` at the points of x.
+
+    Computed block by block (`BLOCK_POINTS` outputs at a time, each from its block and `size`
+    points either side), so neither the padded series nor scipy's whole-series temporaries
+    exist: the cost is the output and a block's worth. A median is an order statistic of its
+    window, so the values are exactly those of one call on the whole series: a block's windows
+    away from the series' ends lie inside it, and near an end the block holds that end and
+    enough points for `mode` to complete the window as the whole-series call does.
+    """
     from scipy import ndimage
+    head = np.empty(0) if head is None else head
+    tail = np.empty(0) if tail is None else tail
+    total = head.size + x.size + tail.size
+    if x.ndim != 1 or total <= 2 * BLOCK_POINTS:
+        padded = np.concatenate([head, x, tail]) if head.size or tail.size else x
+        return ndimage.median_filter(padded, size=size, mode=mode)[head.size : head.size + x.size]
+    out = np.empty(x.size)
+    for start in range(0, x.size, BLOCK_POINTS):
+        stop = min(start + BLOCK_POINTS, x.size)
+        low, high = max(0, head.size + start - size), min(total, head.size + stop + size)
+        block = _padded_slice(head, x, tail, low, high)
+        offset = head.size + start - low
+        out[start:stop] = ndimage.median_filter(block, size=size, mode=mode)[offset : offset + stop - start]
+    return out
+
+
+def map_blocks(function: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """`function(x)` for an elementwise function whose values are of `dtype`, computed
+    `BLOCK_POINTS` at a time into one output: its expression's temporaries cost a block, not the
+    series."""
+    if x.ndim != 1 or x.size <= BLOCK_POINTS:
+        return function(x)
+    out = np.empty(x.size, dtype=dtype)
+    for start in range(0, x.size, BLOCK_POINTS):
+        out[start : start + BLOCK_POINTS] = function(x[start : start + BLOCK_POINTS])
+    return out
+
+
+def cumulative_sum(x: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """`concatenate([[0], cumsum(x)])` in one array, without the intermediate copy; the same
+    values (a running sum adds one value after the other either way)."""
+    out = np.empty(x.size + 1, dtype=dtype)
+    out[0] = 0
+    np.cumsum(x, dtype=dtype, out=out[1:])
+    return out
+
+
+def _padded_slice(head: np.ndarray, x: np.ndarray, tail: np.ndarray, low: int, high: int) -> np.ndarray:
+    """`concatenate([head, x, tail])[low:high]` without building the whole concatenation."""
+    pieces, offset = [], 0
+    for part in (head, x, tail):
+        a, b = max(low - offset, 0), min(high - offset, part.size)
+        if a < b:
+            pieces.append(part[a:b])
+        offset += part.size
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _trend_continued_median(y: np.ndarray, window: int) -> np.ndarray:
     n = y.size
     window = min(odd_window(window), odd_window(n, 1))
     half = window // 2
@@ -100,15 +170,15 @@ def _trend_continued_median(y: np.ndarray, window: int) -> np.ndarray:
     k = np.arange(pad, 0, -1)  # padded positions -pad..-1 at the head
     head = 2 * head_anchor - y[2 * c + k]
     tail = 2 * tail_anchor - y[n - 1 - 2 * c - k[::-1]]
-    padded = np.concatenate([head, y, tail])
-    filtered = ndimage.median_filter(padded, size=window, mode="nearest")
-    return filtered[pad : pad + n]
+    return median_filter(y, window, "nearest", head, tail)
 
 
 def _fill_nan(values: np.ndarray) -> np.ndarray:
+    """The values with each NaN replaced by its nearest finite neighbour (the values themselves,
+    not a copy, when there is nothing to replace)."""
     nan = np.isnan(values)
     if not nan.any() or nan.all():
-        return values.copy()
+        return values
     index = np.arange(values.size)
     good = index[~nan]
     nearest = good[np.clip(np.searchsorted(good, index), 0, good.size - 1)]
@@ -121,7 +191,9 @@ def mad(x: np.ndarray) -> float:
     """Median absolute deviation from the median (raw, not scaled to sigma)."""
     if x.size == 0:
         return 0.0
-    return float(np.median(np.abs(x - np.median(x))))
+    deviation = x - np.median(x)
+    np.abs(deviation, out=deviation)
+    return float(np.median(deviation, overwrite_input=True))
 
 
 def robust_sigma(x: np.ndarray) -> float:

@@ -89,11 +89,14 @@ from tb_health_plugin.analysis.detectors.robust import (
     T_DEGREES,
     TINY_LOG_SCALE,
     NoiseTail,
+    cumulative_sum,
     fit_noise_tail,
     log_loss,
     mad,
+    map_blocks,
     rolling_median,
 )
+from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
 from tb_health_plugin.analysis.event import Event, Phrase
 
@@ -131,22 +134,25 @@ def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = 
     |residual| counts as a typical one in the running MAD (steps 3-4 of the module doc).
     """
     excluded = np.zeros(y.size, dtype=bool) if excluded is None else excluded
-    index = np.arange(y.size)
     filled = y
     if excluded.any() and (~excluded).sum() >= 2:
         filled = y.copy()
-        filled[excluded] = np.interp(index[excluded], index[~excluded], y[~excluded])
+        filled[excluded] = np.interp(np.flatnonzero(excluded), np.flatnonzero(~excluded), y[~excluded])
     trend = rolling_median(filled, TREND_WINDOW, edges="trend")
+    del filled  # memory: each whole-series temporary goes as soon as it is used (robust.py)
     residual = y - trend
     absolute = np.abs(residual)
     clean = ~excluded
     settled = absolute[~warm & clean] if (~warm & clean).sum() >= MIN_POINTS else absolute[clean]
-    global_mad = float(np.median(settled)) if settled.size else float(np.median(absolute))
+    global_mad = float(np.median(settled, overwrite_input=True)) if settled.size else float(np.median(absolute))
+    del settled
     if excluded.any():
-        absolute = np.where(excluded, global_mad, absolute)
+        absolute[excluded] = global_mad
     local_mad = rolling_median(absolute, NOISE_WINDOW, edges="mirror_within")
-    scale = np.maximum(local_mad, max(0.5 * global_mad, TINY_LOG_SCALE))
-    return trend, residual / scale
+    del absolute
+    scale = np.maximum(local_mad, max(0.5 * global_mad, TINY_LOG_SCALE), out=local_mad)
+    residual /= scale  # the z-scores
+    return trend, residual
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,7 @@ class ExcursionTest:
 
     def surprise(self, z: np.ndarray) -> np.ndarray:
         """-log p of each point above the trend (0 for points at or below it)."""
-        return np.where(z > 0, -self.tail.log_sf(np.maximum(z, 0.0)), 0.0)
+        return map_blocks(lambda part: np.where(part > 0, -self.tail.log_sf(np.maximum(part, 0.0)), 0.0), z)
 
     def statistic_threshold(self, width: int) -> float:
         """Level of the sum of surprises over `width` points that has probability `per_test`."""
@@ -198,24 +204,21 @@ def robust_lag1_autocorrelation(residual: np.ndarray) -> float:
     return float(np.clip(1.0 - ratio**2 / 2.0, 0.0, 0.95))
 
 
-def excursion_mask(z: np.ndarray, test: ExcursionTest) -> tuple[np.ndarray, np.ndarray]:
-    """Points above the trend inside a window whose combined surprise is significant.
-
-    Returns the mask and each point's surprise (-log p).
-    """
-    surprise = test.surprise(z)
+def excursion_mask(z: np.ndarray, test: ExcursionTest) -> np.ndarray:
+    """Points above the trend inside a window whose combined surprise is significant."""
     flagged = np.zeros(z.size, dtype=bool)
-    cumulative = np.concatenate([[0.0], np.cumsum(surprise)])
-    positives = np.concatenate([[0], np.cumsum(z > 0)])
+    cumulative = cumulative_sum(test.surprise(z))  # the surprises go once summed (memory)
+    positives = cumulative_sum(z > 0, dtype=np.int32 if z.size < 2**31 else np.int64)
+    sums = np.empty(z.size)  # every width's window sums, in turn (memory)
     for width in WIDTHS:
         if z.size < width:
             continue
-        window_sum = cumulative[width:] - cumulative[:-width]
+        window_sum = np.subtract(cumulative[width:], cumulative[:-width], out=sums[: z.size - width + 1])
         all_above = positives[width:] - positives[:-width] == width
         starts = (window_sum >= test.statistic_threshold(width)) & all_above
         if starts.any():
             flagged |= _spread(starts, width, z.size)
-    return flagged, surprise
+    return flagged
 
 
 def _spread(starts: np.ndarray, width: int, size: int) -> np.ndarray:
@@ -239,28 +242,33 @@ class LevelShiftTest:
     def mask(self, z: np.ndarray) -> np.ndarray:
         """Points carrying the lift of a significant window: above half the window's mean lift
         (a CUSUM's reference value, delta / 2), and the dips between such points."""
-        clipped = np.clip(z, -LEVEL_CLIP_Z, LEVEL_CLIP_Z) - self.centre
-        cumulative = np.concatenate([[0.0], np.cumsum(clipped)])
+        clipped = np.clip(z, -LEVEL_CLIP_Z, LEVEL_CLIP_Z)
+        clipped -= self.centre
+        cumulative = cumulative_sum(clipped)
         reference = np.full(z.size, np.inf)  # lowest delta / 2 of a significant window covering a point
+        sums = np.empty(z.size)  # every width's window sums, in turn (memory)
         for width, threshold in self.thresholds.items():
             if z.size < width:
                 continue
-            window_sum = cumulative[width:] - cumulative[:-width]
+            window_sum = np.subtract(cumulative[width:], cumulative[:-width], out=sums[: z.size - width + 1])
             spread = np.sqrt(self.inflation * (1 + width * TREND_ERROR_VARIANCE))
-            significant = window_sum / spread >= threshold + width * LEVEL_GRID / 2  # grid rounding
+            level = threshold + width * LEVEL_GRID / 2  # grid rounding
+            significant = map_blocks(lambda part, s=spread, at=level: part / s >= at, window_sum, dtype=bool)
             if not significant.any():
                 continue
-            half_mean = np.where(significant, window_sum / (2 * width), np.inf)
-            reference = np.minimum(reference, _covering_minimum(half_mean, width, z.size))
+            half_mean = np.divide(window_sum, 2 * width, out=window_sum)
+            half_mean[~significant] = np.inf
+            _lower_to_covering_minimum(reference, half_mean, width)
         flagged = (z > 0) & (clipped > reference)
         return flagged | _between(flagged)
 
 
-def _covering_minimum(values: np.ndarray, width: int, size: int) -> np.ndarray:
-    """For each point, the minimum of `values[s]` over the windows s..s+width-1 covering it."""
-    padded = np.concatenate([np.full(width - 1, np.inf), values, np.full(width - 1, np.inf)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, width)  # windows[i] = starts i-width+1..i
-    return windows.min(axis=1)[:size]
+def _lower_to_covering_minimum(reference: np.ndarray, values: np.ndarray, width: int) -> None:
+    """Lower each point's `reference` to the minimum of `values[s]` over the windows s..s+width-1
+    covering it, in place (one shifted minimum per offset: no whole-series temporary)."""
+    for offset in range(width):
+        covered = reference[offset : offset + values.size]
+        np.minimum(covered, values, out=covered)
 
 
 def _between(mask: np.ndarray) -> np.ndarray:
@@ -350,45 +358,46 @@ def _excursions(y: np.ndarray, warm: np.ndarray):
     points = int(settled.sum())
     excluded = np.zeros(y.size, dtype=bool)
     for attempt in range(MAX_PASSES):
+        trend = z = mask = None  # memory: the last pass's arrays go before this pass's come
         trend, z = spike_scores(y, warm, excluded)
-        residual = y - trend
-        test = excursion_test(z[settled], residual[settled], points, excluded[settled])
-        mask, surprise = excursion_mask(z, test)
-        clean = settled & ~excluded
-        mask |= level_shift_test(z[clean], test.rho, points).mask(z)
-        z_gross = np.where(residual >= GROSS_SPIKE_LOG, z, 0.0)  # step 7: runs of gross points only
-        mask |= excursion_mask(z_gross, replace(test, per_test=GROSS_SPIKE_WINDOW_P))[0]
+        test = excursion_test(z[settled], (y - trend)[settled], points, excluded[settled])
+        gross = y - trend >= GROSS_SPIKE_LOG  # step 7: runs of gross points only
+        mask = excursion_mask(z, test)
+        mask |= level_shift_test(z[settled & ~excluded], test.rho, points).mask(z)
+        mask |= excursion_mask(np.where(gross, z, 0.0), replace(test, per_test=GROSS_SPIKE_WINDOW_P))
+        del gross
         if attempt == 0:  # clusters of extreme points are not noise (module doc, step 4)
             screen = _clustered_extremes(z) | level_shift_test(z[settled], test.rho, points, SCREEN_WINDOW_P).mask(z)
-        candidates = mask | screen
-        widened = ndimage.binary_dilation(candidates, iterations=1)
+        widened = ndimage.binary_dilation(mask | screen, iterations=1)
         if np.array_equal(widened, excluded):
             break
         excluded = widened
-    return mask, trend, z, surprise, test
+    # the surprises of the last pass, computed again rather than held through the scans (memory)
+    return mask, trend, z, test.surprise(z), test
 
 
 def loss_spikes(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
 ) -> list[Event]:
     """Spike findings for one loss-like series (finite points only are considered)."""
-    from scipy import ndimage
+    steps, values = np.asarray(steps), np.asarray(values, dtype=np.float64)
     finite = np.isfinite(values)
-    steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
+    if not finite.all():  # copies only when there is something to leave out
+        steps, values = steps[finite], values[finite]
+    del finite
     if steps.size < MIN_POINTS:
         return []
     y = log_loss(values)
     warm = steps < schedule.warmup_end_step
-    settled = ~warm
-    if settled.sum() < MIN_POINTS:
+    if (~warm).sum() < MIN_POINTS:
         return []
     mask, trend, z, surprise, test = _excursions(y, warm)
-    labels, count = ndimage.label(mask)
-    if count == 0:
+    excursions = runs_of_true(mask)  # not scipy's label: 36 bytes a point for a 1-D mask
+    if not excursions:
         return []
     findings = []
-    for where in ndimage.find_objects(labels):
-        start, stop = _core(z, where[0].start, where[0].stop)
+    for first, end in excursions:
+        start, stop = _core(z, first, end)
         width = stop - start
         if width > MAX_WIDTH_POINTS or stop >= steps.size:
             continue
