@@ -105,7 +105,9 @@ class HealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext, worker: bool | None = None):
         """`worker`: read and analyse in a worker process (`worker.py`), which is the default
         when TensorBoard loads the plugin (its context has flags); in this interpreter when the
-        plugin is built bare (a script, a test of the routes), unless asked."""
+        plugin is built bare (a script, a test of the routes), unless asked. The worker starts
+        here, with TensorBoard: the logdir is read while TensorBoard loads it too, not from the
+        tab's first request on."""
         self._logdir = context.logdir or ""
         if worker is None:
             worker = context.flags is not None
@@ -113,6 +115,8 @@ class HealthPlugin(base_plugin.TBPlugin):
         self._runs_bodies = ResponseCache()  # the overview's JSON, rendered once per overview
         if self._logdir:
             self._service = WorkerService(self._logdir) if worker else HealthService(self._logdir)
+            if worker:
+                self._service.start()
 
     def is_active(self) -> bool:
         # Cheap on purpose: TensorBoard calls this often; the tab itself says when there is no data.

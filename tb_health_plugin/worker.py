@@ -3,8 +3,10 @@
 TensorBoard serves requests on threads of one interpreter, which its own Python loader
 (`--load_fast=false`) also uses; reading and analysing a big logdir there slows every route and
 TensorBoard's loading alike. So the plugin starts a worker process (`worker_process`, a fresh
-interpreter: TensorBoard runs threads, which a fork would copy in whatever state they are) on
-the first request, and its request threads answer from what the worker last sent: each run's
+interpreter: TensorBoard runs threads, which a fork would copy in whatever state they are) when
+TensorBoard loads it (so the logdir is read while TensorBoard starts and loads it too, not from
+the tab's first request on; a request starts it too, should it not run), and its request
+threads answer from what the worker last sent: each run's
 tags and roles, and its last complete report (findings, no points). Runs whose newer data is
 being analysed say so (`analysing`), runs never analysed are `pending`.
 

@@ -540,16 +540,11 @@ def test_mindspore_events_of_any_content_cost_at_most_themselves(seeds, scratch,
 # ----- the record framing
 
 
-@settings(max_examples=100, deadline=None)
-@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6), repeats=st.integers(1, 200),
-       tail=st.lists(st.integers(0, 3000), max_size=5), cut=st.floats(0, 1))
-def test_scan_finds_exactly_the_records_of_any_valid_sequence(sizes, repeats, tail, cut):
-    """Repeating cycles of record sizes take the predicted path, irregular ones the loop."""
-    lengths = sizes * repeats + tail
+def assert_scan_finds_exactly(lengths: list[int], cut: float) -> None:
+    """Records of these payload lengths, framed and scanned whole and cut at `cut` of their bytes."""
     framed = [fuzz_inputs.frame(bytes([n % 251]) * n) for n in lengths]
     data = b"".join(framed)
     starts = np.cumsum([0] + [len(f) for f in framed[:-1]]) + 12
-    tried["valid framing"] += 1
     scan = scan_records(data)
     np.testing.assert_array_equal(scan.starts, starts)
     np.testing.assert_array_equal(scan.lengths, lengths)
@@ -559,6 +554,54 @@ def test_scan_finds_exactly_the_records_of_any_valid_sequence(sizes, repeats, ta
     scan = scan_records(data[:end])
     np.testing.assert_array_equal(scan.starts, starts[:whole])
     assert scan.skipped == 0 and scan.consumed == (starts[whole] - 12 if whole < len(framed) else len(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6), repeats=st.integers(1, 200),
+       tail=st.lists(st.integers(0, 3000), max_size=5), cut=st.floats(0, 1))
+def test_scan_finds_exactly_the_records_of_any_valid_sequence(sizes, repeats, tail, cut):
+    """Repeating cycles of record sizes take the predicted path, irregular ones the loop."""
+    tried["valid framing"] += 1
+    assert_scan_finds_exactly(sizes * repeats + tail, cut)
+
+
+@settings(max_examples=50, deadline=None)
+@given(cycle=st.lists(st.integers(0, 300), min_size=1, max_size=3), stretch=st.integers(0, 120),
+       odd=st.lists(st.integers(0, 3000), min_size=1, max_size=3), stretches=st.integers(1, 20),
+       extra=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3000)), max_size=4), cut=st.floats(0, 1))
+def test_scan_finds_the_records_of_cycles_broken_by_odd_records(cycle, stretch, odd, stretches, extra, cut):
+    """A record of another size every N records (an evaluation, per-layer values logged every
+    hundred steps), in a pattern or not: odd records are stepped over, patterns of them learnt,
+    and no record is lost, invented or misplaced, whatever the phase the cycle breaks at."""
+    lengths: list[int] = []
+    for index in range(stretches):
+        lengths += (cycle * (stretch // len(cycle) + 1))[:stretch] + [odd[index % len(odd)]]
+    for position, size in extra:
+        lengths.insert(position % (len(lengths) + 1), size)
+    tried["valid framing"] += 1
+    assert_scan_finds_exactly(lengths, cut)
+
+
+def test_an_odd_record_every_hundred_does_not_send_the_framing_back_to_the_loop(monkeypatch):
+    """Following length fields one by one is the slow path: a log with a longer record after every
+    hundred short ones (per-layer values every hundred steps) is framed by predictions, with only
+    a few records followed one by one to learn the cycle."""
+    from tb_health_plugin.readers import records
+
+    followed: list[int] = []
+    real_loop = records._frame_loop
+
+    def counting_loop(buf, pos, max_records):
+        headers, stop, at_end = real_loop(buf, pos, max_records)
+        followed.append(len(headers))
+        return headers, stop, at_end
+
+    monkeypatch.setattr(records, "_frame_loop", counting_loop)
+    lengths = ([110] * 100 + [700]) * 200
+    data = b"".join(fuzz_inputs.frame(bytes(n)) for n in lengths)
+    scan = records.scan_records(data)
+    assert scan.starts.shape[0] == len(lengths) and scan.consumed == len(data)
+    assert sum(followed) < len(lengths) // 50
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -23,7 +23,8 @@ scalar_events = st.builds(
     lambda step, wall, pairs, metadata: (step, wall, pairs, metadata),
     st.one_of(st.integers(0, 3), st.integers(-(2**63), 2**63 - 1)),
     st.floats(0, 2e9, allow_nan=False),
-    st.lists(st.tuples(tags, values), min_size=0, max_size=3),
+    st.one_of(st.lists(st.tuples(tags, values), min_size=0, max_size=3),
+              st.lists(st.tuples(tags, values), min_size=4, max_size=24)),  # summaries past 127 bytes too
     st.booleans(),
 )
 
@@ -73,3 +74,28 @@ def test_the_common_writer_layout_takes_the_vectorised_path(tmp_path):
     fast = fast_scalars.decode_simple_values(np.frombuffer(data, np.uint8), scan.starts, scan.lengths)
     assert int(fast.decoded.sum()) == 302  # every scalar record; only the file_version event is left
     assert not fast.decoded[0]
+
+
+def test_events_of_several_simple_values_take_the_vectorised_path(tmp_path):
+    """Trainers that log every tag of a step in one `Summary` (here 4 a step, plus 16 per-layer
+    values every tenth step, a summary longer than 127 bytes) are decoded without protobuf, and
+    read exactly as TensorBoard's loader reads them, in write order within each tag."""
+    events = []
+    for step in range(200):
+        pairs = [("train/loss", 1.0 / (step + 1)), ("train/lr", 1e-3), ("train/grad_norm", float(step)), ("x", -0.0)]
+        events.append(Event(step=step, wall_time=1e9 + step,
+                            summary=Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in pairs])))
+        if step % 10 == 0:
+            layers = [Summary.Value(tag=f"grad_norm/model.layers.{i}.attention.wq.weight", simple_value=i) for i in range(16)]
+            layers.append(Summary.Value(tag="x", simple_value=step + 0.5))  # a tag twice in one step
+            events.append(Event(step=step, wall_time=1e9 + step, summary=Summary(value=layers)))
+    path = write_events(tmp_path, events)
+    data = path.read_bytes()
+    scan = scan_records(data)
+    fast = fast_scalars.decode_simple_values(np.frombuffer(data, np.uint8), scan.starts, scan.lengths)
+    assert int(fast.decoded.sum()) == len(events)  # all but the file_version event
+    assert not fast.decoded[0]
+    assert len(fast.points) == 200 * 4 + 20 * 17
+    expected, got = _oracle(path), _ours(path)
+    assert got == {tag: [tuple(point) for point in points] for tag, points in expected.items()}
+    assert [value for _, _, value in got["x"][:3]] == [-0.0, 0.5, -0.0]

@@ -36,6 +36,7 @@ _MAX_CYCLE = 16  # longest repeating pattern of record sizes looked for
 _CYCLE_SAMPLE = 48  # recent records a pattern must explain
 _FIRST_PREDICTION = 64  # cycles predicted in the first window
 _PREDICTED_RECORDS = 1 << 18  # most records predicted per numpy pass
+_MAX_LONG_CYCLE = 1 << 14  # longest cycle made of a stretch and the odd record after it
 
 
 def _crc32c_table() -> np.ndarray:
@@ -122,26 +123,55 @@ def _frame_predicted(raw: np.ndarray, pos: int, cycle: np.ndarray) -> tuple[list
     """Assume the size cycle goes on; keep the predicted headers up to the first wrong length.
 
     Predictions are checked in windows that double while they hold, so a pattern that breaks
-    early costs little.
+    early costs little. A record of another size after a stretch that followed the cycle at
+    least once through (an evaluation or a per-layer record every hundred steps) is stepped
+    over with its own length field, and the cycle predicted on from where it stopped; when two
+    such stretches in a row are alike (same length, same odd record after), the stretch and its
+    odd record become the cycle, so a log that logs something extra every N steps is framed in
+    a few numpy passes per chunk, not one per odd record.
     """
     kept_parts: list[np.ndarray] = []
     window = _FIRST_PREDICTION
+    phase = 0  # where in the cycle the next record is
+    stretch: tuple[int, int] = (0, 0)  # (phase it began at, records) since the last odd record
+    last_odd: tuple[int, int, int] | None = None  # (phase, records, odd record's size) of the stretch before
     while True:
+        period = cycle.shape[0]
+        sizes_ahead = np.roll(cycle, -phase) if phase else cycle
         repeats = max(1, min(window, (raw.shape[0] - pos) // int(cycle.sum()) + 1))
-        sizes = np.tile(cycle, repeats)
+        sizes = np.tile(sizes_ahead, repeats)
         offsets = pos + np.concatenate([[0], np.cumsum(sizes[:-1])])
         inside = offsets + sizes <= raw.shape[0]
         offsets, sizes = offsets[inside], sizes[inside]
         if offsets.shape[0] == 0:
             return kept_parts, pos
-        wrong = np.flatnonzero(read_uint_at(raw, offsets, 8) != (sizes - FRAME_BYTES).astype(np.uint64))
+        stored = read_uint_at(raw, offsets, 8)
+        wrong = np.flatnonzero(stored != (sizes - FRAME_BYTES).astype(np.uint64))
         kept = int(wrong[0]) if wrong.size else offsets.shape[0]
         if kept:
             kept_parts.append(offsets[:kept])
             pos = int(offsets[kept - 1] + sizes[kept - 1])
-        if kept < offsets.shape[0] or not np.all(inside):
-            return kept_parts, pos
-        window = min(2 * window, _PREDICTED_RECORDS // cycle.shape[0])
+        stretch = (stretch[0], stretch[1] + kept)
+        if kept == offsets.shape[0]:
+            if not np.all(inside):
+                return kept_parts, pos
+            window = min(2 * window, _PREDICTED_RECORDS // period)
+            continue
+        # `pos` (= offsets[kept]) is a record boundary whose length differs from the cycle's.
+        odd_size = FRAME_BYTES + int(stored[kept])
+        if stretch[1] < period or pos + odd_size > raw.shape[0]:
+            return kept_parts, pos  # the pattern itself changed, or the record is not whole: the loop decides
+        kept_parts.append(np.asarray([pos], dtype=np.int64))
+        pos += odd_size
+        phase = (phase + kept) % period
+        odd = (*stretch, odd_size)
+        if odd == last_odd and stretch[1] + 1 <= _MAX_LONG_CYCLE:
+            regular = np.tile(np.roll(cycle, -stretch[0]), stretch[1] // period + 1)[: stretch[1]]
+            cycle, phase, window, last_odd = np.append(regular, odd_size), 0, 2, None
+        else:
+            last_odd = odd
+            window = max(_FIRST_PREDICTION, min(2 * (stretch[1] // period + 1), _PREDICTED_RECORDS // period))
+        stretch = (phase, 0)
 
 
 def _frame_unchecked(buf: bytes, raw: np.ndarray, pos: int) -> tuple[np.ndarray, int]:

@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tb_health_plugin.readers.records import read_uint_at
+
 MAX_VARINT_BYTES = 9  # 10-byte varints (negative int64) are left to the protobuf path
 
 
@@ -41,32 +43,77 @@ def varints(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant (golden ratio): mixes the words
+_PEELED_HASHES = 16  # distinct hashes picked off one pass each before sorting the rest
 
 
-def _same_length_rows(matrix: np.ndarray) -> tuple[list[bytes], np.ndarray]:
-    """Distinct rows of a byte matrix in byte order, and each row's index among them.
+def _words_at(raw: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """The `length` bytes at each start as little-endian 8-byte words, zero past `length`:
+    (rows, ceil(length / 8)) uint64, read without first gathering a byte matrix."""
+    columns = -(-length // 8)
+    words = np.empty((starts.shape[0], columns), np.uint64)
+    whole = starts + 8 * columns <= raw.shape[0]  # the last word reads past the tag: inside the buffer?
+    inside, near_end = np.flatnonzero(whole), np.flatnonzero(~whole)
+    for column in range(columns):
+        offsets = starts + 8 * column
+        words[inside, column] = read_uint_at(raw, offsets[inside], 8)
+        if near_end.shape[0]:  # byte by byte, clamped: the bytes past the buffer are masked off below
+            words[near_end, column] = gather_uint(raw, offsets[near_end], 8)
+    tail = length - 8 * (columns - 1)
+    if tail < 8:
+        words[:, -1] &= np.uint64((1 << (8 * tail)) - 1)
+    return words
 
-    Rows are grouped by a 64-bit hash of their 8-byte words (sorting integers is much cheaper
-    than sorting byte strings), then every row is compared with its group's first: should a hash
+
+def _distinct(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each distinct hash's first row, each row's position among them). A batch
+    holds few tags of one length: each is picked off in one pass; only beyond
+    `_PEELED_HASHES` are the rest sorted (`np.unique`)."""
+    inverse = np.empty(hashes.shape[0], np.int64)
+    firsts: list[int] = []
+    remaining = np.arange(hashes.shape[0])
+    while remaining.shape[0] and len(firsts) < _PEELED_HASHES:
+        same = hashes[remaining] == hashes[remaining[0]]
+        inverse[remaining[same]] = len(firsts)
+        firsts.append(int(remaining[0]))
+        remaining = remaining[~same]
+    first = np.asarray(firsts, np.int64)
+    if remaining.shape[0]:
+        _unique, rest_first, rest_inverse = np.unique(hashes[remaining], return_index=True, return_inverse=True)
+        inverse[remaining] = rest_inverse.reshape(-1) + first.shape[0]
+        first = np.concatenate([first, remaining[rest_first]])
+    return first, inverse
+
+
+def _same_length_rows(raw: np.ndarray, starts: np.ndarray, length: int) -> tuple[list[bytes], np.ndarray]:
+    """Distinct byte strings of `length` bytes at `starts`, in byte order, and each one's index among them.
+
+    Rows are grouped by a 64-bit hash of their 8-byte words (comparing integers is much cheaper
+    than comparing byte strings), then every row is compared with its group's first: should a hash
     ever collide, the rows are grouped by sorting the byte strings instead."""
-    rows, length = matrix.shape
-    words = np.zeros((rows, -(-length // 8) * 8), np.uint8)
-    words[:, :length] = matrix
-    words = words.view("<u8")
+    words = _words_at(raw, starts, length)
     hashes = words[:, 0].copy()
     for column in range(1, words.shape[1]):
         hashes = hashes * _HASH_MULTIPLIER ^ words[:, column]
-    _unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    first, inverse = _distinct(hashes)
     if not (words == words[first][inverse]).all():
+        matrix = raw[starts[:, None] + np.arange(length)]
         unique_rows, inverse = np.unique(np.ascontiguousarray(matrix).view(np.dtype((np.void, length))).reshape(-1),
                                          return_inverse=True)
         return [row.tobytes() for row in unique_rows], inverse.reshape(-1)
-    distinct = [matrix[index].tobytes() for index in first.tolist()]
+    distinct = [raw[start : start + length].tobytes() for start in starts[first].tolist()]
     by_bytes = sorted(range(len(distinct)), key=distinct.__getitem__)
     position = np.empty(len(distinct), np.int64)
     position[by_bytes] = np.arange(len(distinct))
     return [distinct[index] for index in by_bytes], position[inverse]
+
+
+def _distinct_lengths(lengths: np.ndarray) -> list[int]:
+    """The distinct values of `lengths`, ascending: counted (not sorted) when they are small."""
+    if lengths.shape[0] == 0:
+        return []
+    if int(lengths.min()) >= 0 and int(lengths.max()) < 1 << 16:
+        return np.flatnonzero(np.bincount(lengths)).tolist()
+    return np.unique(lengths).tolist()
 
 
 def tag_table(raw: np.ndarray, tag_starts: np.ndarray, tag_lengths: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -74,10 +121,10 @@ def tag_table(raw: np.ndarray, tag_starts: np.ndarray, tag_lengths: np.ndarray) 
     tags: list[str] = []
     ids = np.zeros(tag_starts.shape[0], dtype=np.int64)
     utf8_ok = np.ones(tag_starts.shape[0], dtype=bool)
-    for length in np.unique(tag_lengths).tolist():
+    for length in _distinct_lengths(tag_lengths):
         members = np.flatnonzero(tag_lengths == length)
         if length:
-            unique_rows, inverse = _same_length_rows(raw[tag_starts[members, None] + np.arange(length)])
+            unique_rows, inverse = _same_length_rows(raw, tag_starts[members], length)
         else:
             unique_rows, inverse = [b""], np.zeros(members.shape[0], dtype=np.int64)
         table_ids = np.empty(len(unique_rows), dtype=np.int64)
