@@ -322,49 +322,67 @@ def measure(logdir: Path, server: dict, requests: int, timeout_s: float) -> dict
 
 
 def analysis_cpu() -> dict:
-    """CPU seconds of the analysis of the distinct jobs in this process, every rank in full vs
-    triage, and whether each job's verdict is the same both ways. CPU time, not wall time: the
-    machine may be shared. The logdir's jobs are byte-identical copies of these, so its analysis
-    costs `JOBS / TEMPLATE_JOBS` times as much."""
+    """CPU seconds and memory, in this process, of the distinct jobs read and analysed three ways:
+    every rank read and analysed in full; read in full and triaged (as before the heads-only
+    reading); read heads-only, the ranks triage analyses in full read again, and triaged (as the
+    service does now). Whether each job's verdict and each report are the same. CPU time, not wall
+    time: the machine may be shared. The logdir's jobs are byte-identical copies of these, so its
+    costs are `JOBS / TEMPLATE_JOBS` times these."""
     from tb_health_plugin.analysis import engine, triage
     from tb_health_plugin.readers import LogdirReader
 
-    reader = LogdirReader(CACHE / "templates")
-    started = time.process_time()
-    reader.refresh()
-    read_s = time.process_time() - started
-    full_s = triage_s = 0.0
-    same, trusted, runs_total = 0, 0, 0
+    def read(heads_only: bool) -> tuple[LogdirReader, float]:
+        reader = LogdirReader(CACHE / "templates", heads_only=triage.heads_only_policy("on", dict) if heads_only else None)
+        started = time.process_time()
+        reader.refresh()
+        return reader, time.process_time() - started
+
+    full_reader, read_s = read(False)
+    heads_reader, heads_read_s = read(True)
+    heads_bytes = heads_reader.memory_bytes()
+    full_s = triage_s = heads_s = 0.0
+    same, same_reports, trusted, runs_total = 0, 0, 0, 0
     order = ("no_data", "healthy", "warning", "critical")
     by_job: dict[str, list[str]] = {}
-    for name in reader.run_names():
+    for name in full_reader.run_names():
         by_job.setdefault(name.split("/")[0], []).append(name)
     for members in by_job.values():
-        runs = [reader.run(name) for name in members]
+        runs = [full_reader.run(name) for name in members]
         started = time.process_time()
         full = engine.analyze_runs(runs, lang=None)
         full_s += time.process_time() - started
         started = time.process_time()
         triaged = triage.analyze_unit(runs, lang=None, triage=True)
         triage_s += time.process_time() - started
+        started = time.process_time()  # what the service does for a unit read heads-only
+        heads_reader.read_in_full(triage.needing_points([heads_reader.run(name) for name in members], None, True))
+        from_heads = triage.analyze_unit([heads_reader.run(name) for name in members], lang=None, triage=True)
+        heads_s += time.process_time() - started
         same += max((r["status"] for r in full), key=order.index) == max((r["status"] for r in triaged), key=order.index)
+        same_reports += sum(a == b for a, b in zip(triaged, from_heads, strict=True))
         trusted += sum(r["analysis"] == triage.ONLINE for r in triaged)
         runs_total += len(runs)
     return {"runs": runs_total, "jobs": len(by_job), "read_s": read_s, "full_s": full_s, "triage_s": triage_s,
-            "same_verdict": same, "trusted": trusted}
-
-
+            "same_verdict": same, "trusted": trusted, "heads_read_s": heads_read_s, "heads_s": heads_s,
+            "same_reports": same_reports, "full_bytes": full_reader.memory_bytes(), "heads_bytes": heads_bytes,
+            "after_bytes": heads_reader.memory_bytes()}
 
 
 def print_analysis_cpu(runs: int) -> None:
     cpu = analysis_cpu()
     scale = runs / cpu["runs"]
-    print(f"\nin-process CPU over the {cpu['jobs']} distinct jobs ({cpu['runs']} runs): read {cpu['read_s']:.1f} s, "
-          f"analysis in full {cpu['full_s']:.1f} s ({1000 * cpu['full_s'] / cpu['runs']:.0f} ms a run), "
-          f"with triage {cpu['triage_s']:.1f} s ({1000 * cpu['triage_s'] / cpu['runs']:.0f} ms a run, "
-          f"{cpu['trusted']} of {cpu['runs']} ranks trusted); for {runs} runs: "
-          f"{scale * cpu['full_s']:.0f} vs {scale * cpu['triage_s']:.0f} CPU s; "
-          f"job verdict the same both ways: {cpu['same_verdict']} of {cpu['jobs']} jobs", flush=True)
+    print(f"\nin-process over the {cpu['jobs']} distinct jobs ({cpu['runs']} runs):\n"
+          f"  read in full {cpu['read_s']:.1f} CPU s, {cpu['full_bytes'] / 2**20:.1f} MiB of points; "
+          f"analysis of every rank {cpu['full_s']:.1f} CPU s ({1000 * cpu['full_s'] / cpu['runs']:.0f} ms a run), "
+          f"triaged {cpu['triage_s']:.1f} CPU s ({cpu['trusted']} of {cpu['runs']} ranks trusted); "
+          f"job verdict the same both ways: {cpu['same_verdict']} of {cpu['jobs']} jobs\n"
+          f"  read heads-only {cpu['heads_read_s']:.1f} CPU s, {cpu['heads_bytes'] / 2**20:.1f} MiB of points; "
+          f"ranks analysed in full read again and triaged {cpu['heads_s']:.1f} CPU s, "
+          f"{cpu['after_bytes'] / 2**20:.1f} MiB of points after; reports equal to the full read's: "
+          f"{cpu['same_reports']} of {cpu['runs']}\n"
+          f"  for {runs} runs: read + triage {scale * (cpu['read_s'] + cpu['triage_s']):.0f} CPU s before, "
+          f"{scale * (cpu['heads_read_s'] + cpu['heads_s']):.0f} CPU s now; every rank in full "
+          f"{scale * (cpu['read_s'] + cpu['full_s']):.0f} CPU s", flush=True)
 
 
 def main() -> None:
@@ -377,6 +395,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="overview requests timed after the load")
     parser.add_argument("--timeout", type=float, default=ANALYSIS_TIMEOUT_S, help="seconds to wait for each first analysis")
     parser.add_argument("--no-cpu", action="store_true", help="skip the in-process CPU comparison")
+    parser.add_argument("--no-servers", action="store_true", help="only the in-process CPU comparison")
     args = parser.parse_args()
     target = logdir(args.jobs)
     runs = min(args.jobs, JOBS) * RANKS
@@ -384,6 +403,8 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     if not args.no_cpu:
         print_analysis_cpu(runs)
+    if args.no_servers:
+        return
     codes = [("before", args.before), ("after", None)] if args.before else [("this", None)]
     servers = [{"label": f"{code}/triage {mode}/load_fast {fast}", "code": path, "code_name": code, "mode": mode,
                 "load_fast": fast}
