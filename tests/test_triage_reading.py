@@ -168,3 +168,21 @@ def test_the_service_reads_a_trusted_rank_in_full_when_its_points_are_asked_for(
         service.stop()
     whole = reader_of(job_logdir, False).run("job/rank_3")
     assert served == series_payload("job/rank_3", "train/grad_norm", whole, 50, None, None)
+
+
+def test_reading_in_full_what_was_appended_since_the_refresh_is_a_new_version(tmp_path):
+    steps = np.arange(1, 51)
+    rank_dir = tmp_path / "logdir" / "job" / "rank_1"
+    write_rank(rank_dir, {contract.LEARNING_RATE: (steps, WALL_TIME_START + steps, np.full(steps.size, 1e-3))})
+    reader = reader_of(tmp_path / "logdir", True)
+    before = reader.version("job/rank_1")
+    assert len(reader.run("job/rank_1").scalars[contract.LEARNING_RATE]) == 2  # heads only
+    later = np.arange(51, 61)
+    write_rank(tmp_path / "more", {contract.LEARNING_RATE: (later, WALL_TIME_START + later, np.full(later.size, 1e-4))})
+    (event_file,) = rank_dir.iterdir()
+    with open(event_file, "ab") as out:  # the writer appends after the refresh read the file
+        out.write(next((tmp_path / "more").iterdir()).read_bytes())
+    assert reader.read_in_full(["job/rank_1", "job/unknown"]) == ["job/rank_1"]
+    assert reader.version("job/rank_1") != before
+    assert len(reader.run("job/rank_1").scalars[contract.LEARNING_RATE]) == 60
+    assert not reader.refresh()  # nothing left unread
