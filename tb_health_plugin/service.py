@@ -126,7 +126,9 @@ class HealthService:
     def __init__(self, logdir: str, refresh_interval_s: float = REFRESH_INTERVAL_S):
         self.logdir = logdir
         self.refresh_interval_s = refresh_interval_s
-        self._reader = LogdirReader(logdir)
+        self.triage_mode = triage.mode_from_environment()  # ranks trusted from their online verdict
+        # ranks that may be trusted are first read heads-only (`analysis/triage.py`, "Reading less")
+        self._reader = LogdirReader(logdir, heads_only=triage.heads_only_policy(self.triage_mode, lambda: self._config.tags))
         self._lock = threading.Lock()  # guards the dicts below; held only briefly
         self._reports: dict[str, tuple[Any, dict[str, Any]]] = {}  # run -> (unit key, report)
         self._unit_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -147,7 +149,6 @@ class HealthService:
         self._rows = OverviewRows()
         self._backoff = Backoff()
         self._next_refresh_at = 0.0  # time.time() of the next refresh
-        self.triage_mode = triage.mode_from_environment()  # ranks trusted from their online verdict
         self.data_generation = 0  # bumped when a refresh changed any run or the config was re-read
 
     # ----- background work
@@ -246,6 +247,17 @@ class HealthService:
         return self._reader.run_names()
 
     def run_data(self, run: str) -> RunData:
+        """The run with every point (a run read heads-only is read again in full first)."""
+        self._ready()
+        try:
+            if self._reader.is_heads_only(run):
+                self._reader.read_in_full([run])
+            return self._reader.run(run)
+        except KeyError:
+            raise UnknownRun(run) from None
+
+    def _run_heads(self, run: str) -> RunData:
+        """The run as read, maybe heads-only: for its tags, step range and wall time, not its points."""
         self._ready()
         try:
             return self._reader.run(run)
@@ -266,7 +278,7 @@ class HealthService:
             cached = self._roles.get(run)
         if cached is not None and cached[0] == key:
             return cached[1]
-        data = self.run_data(run)
+        data = self._run_heads(run)
         roles = resolve_roles(data.scalars.keys(), data.histograms.keys(), dict(key[1]))
         with self._lock:  # the runs deleted since are forgotten by the overview's next rebuild
             self._roles[run] = (key, roles)
@@ -301,7 +313,7 @@ class HealthService:
         entries = []
         for name, _, _ in versions:
             try:
-                data = self.run_data(name)
+                data = self._run_heads(name)
                 roles = self.roles(name)
             except UnknownRun:
                 continue
@@ -332,7 +344,7 @@ class HealthService:
 
     def tags(self, run: str) -> dict[str, Any]:
         """The `tags` route's answer: the run's tags and the role each plays."""
-        return tags_payload(run, self.run_data(run), self.roles(run))
+        return tags_payload(run, self._run_heads(run), self.roles(run))
 
     def series(self, run: str, tag: str, width: int, start: int | None, end: int | None) -> dict[str, Any]:
         """The `series` route's answer: the envelope of one scalar tag (`views/envelope.py`)."""
@@ -405,6 +417,7 @@ class HealthService:
         from tb_health_plugin.report.render import render_html, render_markdown
 
         analysed = {"runs": [self.report(run, lang) for run in runs]}
+        self._reader.read_in_full(runs)  # the report charts their points
         document = build_report(self.logdir, self._reader, analysed, lang, runs)
         return render_html(document) if output_format == "html" else render_markdown(document)
 
@@ -440,9 +453,12 @@ class HealthService:
             if all(c is not None and c[0] == key for c in cached):
                 return {name: c[1] for name, c in zip(members, cached, strict=True)}
             runs = [self._reader.run(name) for name in members]
+            triaged = triage.enabled(self.triage_mode, len(self._reader.run_names()))
+            wanted = triage.needing_points(runs, dict(overrides), triaged)
+            if wanted and self._reader.read_in_full(wanted):  # their points are analysed
+                runs = [self._reader.run(name) for name in members]
             keys = {name: (version, overrides) for name, version in key[0]}
-            fresh = triage.analyze_unit(runs, dict(overrides), None,
-                                        triage.enabled(self.triage_mode, len(self._reader.run_names())),
+            fresh = triage.analyze_unit(runs, dict(overrides), None, triaged,
                                         run_findings=self._run_findings.for_versions(keys))
             with self._lock:
                 self.analysis_count += 1

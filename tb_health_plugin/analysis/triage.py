@@ -21,6 +21,15 @@ loss departs): no rank can see those alone. What triage can miss is a finding th
 analysis would make on a trusted rank's own data that the online one did not make (the online
 analysis thins a long run's older half, `online.MAX_POINTS_PER_TAG`); each report says which
 way its rank was analysed, so the tab can say it.
+
+Reading less: on a logdir triaged, ranks other than rank 0 are first read heads-only
+(`readers.logdir_reader.HeadsOnly`, `heads_only_policy`): every scalar tag keeps its first and
+last points (the step range, the last logged step), and only the tags the decision and the
+cross-rank checks read keep every point (`points_kept`: the online verdict and whatever may play
+`CROSS_RANK_ROLES`; text and histograms are kept whole). `needing_points` then names the runs of a
+unit to read again in full before the analysis: those analysed in full, and all of them when the
+unit's cross-rank checks would read a series a heads-only rank did not keep. So a trusted rank
+costs its job only its loss and step-time points, and every report is the one a full read gives.
 """
 
 from __future__ import annotations
@@ -32,7 +41,10 @@ from typing import Any
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.contract import FINDINGS, ONLINE_VERDICT, STATUSES, rank_of
+from tb_health_plugin.contract import FINDINGS, ONLINE_VERDICT, SCALAR_SPELLINGS, STATUSES, job_of, rank_of
+from tb_health_plugin.readers.accumulate import ScalarHeads
+from tb_health_plugin.readers.logdir_reader import HeadsOnly
+from tb_health_plugin.roles import resolve_roles
 from tb_health_plugin.run_data import RunData
 
 ENV_MODE = "TB_HEALTH_TRIAGE"  # "auto" (default), "on" or "off"
@@ -45,6 +57,9 @@ AUTO_MIN_RUNS = 1000
 
 FULL, ONLINE = "full", "online"  # how a rank was analysed (the report's `analysis` field)
 REASONS = ("rank_0", "not_a_rank", "no_online_verdict", "stale_online_verdict", "reported", "histograms")
+# The scalar roles whose points the cross-rank checks read (`checks/throughput.py`: each rank's
+# loss, and its host time, step time or throughput); a heads-only rank keeps them whole.
+CROSS_RANK_ROLES = ("loss", "host_time_ms", "step_time_ms", "step_time_s", "throughput")
 
 
 def mode_from_environment(environ: dict[str, str] | None = None) -> str:
@@ -93,6 +108,64 @@ def full_analysis_reason(run: RunData) -> str | None:
     if any(len(h) for h in run.histograms.values()):
         return "histograms"
     return None
+
+
+def points_kept(overrides: dict[str, str] | None = None) -> frozenset[str]:
+    """The scalar tags a rank read heads-only keeps whole: its online verdict and every spelling
+    of `CROSS_RANK_ROLES`, or the tags `overrides` name for them."""
+    tags = {ONLINE_VERDICT, *(tag for role in CROSS_RANK_ROLES for tag in SCALAR_SPELLINGS[role])}
+    tags.update(tag for role, tag in (overrides or {}).items() if role in CROSS_RANK_ROLES)
+    return frozenset(tags)
+
+
+def heads_only_policy(mode: str, overrides: Callable[[], dict[str, str]]) -> HeadsOnly:
+    """The reader's heads-only policy under triage `mode`: ranks other than rank 0 of a logdir
+    triaged; `overrides()`: the logdir's role overrides now."""
+    return HeadsOnly(
+        runs=lambda name, runs_found: enabled(mode, runs_found) and rank_of(name) not in (None, 0),
+        keeps_points=lambda tag: tag in points_kept(overrides()),
+    )
+
+
+def is_heads_only(run: RunData) -> bool:
+    return any(isinstance(series, ScalarHeads) for series in run.scalars.values())
+
+
+def needing_points(runs: list[RunData], overrides: dict[str, str] | None, triage: bool) -> list[str]:
+    """The runs of a unit read heads-only that must be read in full before `analyze_unit`: all of
+    them without `triage`; with it, those analysed in full (`full_analysis_reason`), or all of
+    them when the cross-rank checks would read what a heads-only rank did not keep."""
+    heads = [run for run in runs if is_heads_only(run)]
+    if not heads or not triage or not _cross_rank_inputs_kept(runs, overrides):
+        return [run.name for run in heads]
+    return [run.name for run in heads if full_analysis_reason(run) is not None]
+
+
+def _cross_rank_inputs_kept(runs: list[RunData], overrides: dict[str, str] | None) -> bool:
+    """Whether the unit's cross-rank checks read only points its heads-only ranks kept.
+
+    They read each rank's loss and one time measure (`checks/throughput.py`): the host time when
+    every rank has it (then also each rank's step time or throughput, or without one, the wall
+    times of its loss or of any scalar), else the step time or time per sample when every rank
+    has the same one, else the wall times between logged points. The roles' tags must be kept,
+    and the wall-time fallback, which may read any tag, must not concern a heads-only rank."""
+    ranks = [run for run in runs if job_of(run.name) is not None]
+    if len(ranks) < 2:
+        return True  # no cross-rank check runs
+    timing, has_host = {}, {}
+    for run in ranks:
+        roles = resolve_roles(run.scalars.keys(), run.histograms.keys(), overrides).scalars
+        heads = is_heads_only(run)
+        if heads and any(role in roles and isinstance(run.scalars[roles[role]], ScalarHeads) for role in CROSS_RANK_ROLES):
+            return False
+        present = {role for role in CROSS_RANK_ROLES if role in roles and len(run.scalars[roles[role]])}
+        timing[run.name] = ("step" if present & {"step_time_ms", "step_time_s"}
+                            else "samples" if "throughput" in present else None)
+        has_host[run.name] = "host_time_ms" in present
+    heads_timed = all(timing[run.name] is not None for run in ranks if is_heads_only(run))
+    if all(has_host.values()):
+        return heads_timed
+    return heads_timed and len(set(timing.values())) == 1
 
 
 def analyze_unit(

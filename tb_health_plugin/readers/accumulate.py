@@ -216,3 +216,48 @@ class TextBuilder(_ObjectSeriesBuilder):
 
     def snapshot(self) -> TextSeries:
         return TextSeries(self.steps.view(), self.wall_times.view(), list(self.objects))
+
+
+class ScalarHeads(ScalarSeries):
+    """A scalar series read heads-only (`HeadsBuilder`): its first and last surviving points, the
+    rest not kept. Enough for the run's step range and last logged step, not for any analysis of
+    its points: whoever needs those asks the reader for the run in full (`LogdirReader.read_in_full`)."""
+
+
+class HeadsBuilder:
+    """A scalar tag's first and last surviving points only, under the same resume rule as
+    `ScalarBuilder`, which gives the same first and last points and the same backtracks: the last
+    point written always survives and is the last, the first is the lowest step written (its last
+    write), and a batch's points are compared with the last step held, which both hold. Held in
+    arrays of exactly those points (a growable column's spare capacity would cost more)."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.steps = np.empty(0, np.int64)
+        self.wall_times = np.empty(0, np.float64)
+        self.values = np.empty(0, np.float64)
+
+    def extend(self, steps: np.ndarray, wall_times: np.ndarray, values: np.ndarray) -> list[Backtrack]:
+        if steps.shape[0] == 0:
+            return []
+        previous = np.concatenate([self.steps[-1:], steps[:-1]]) if self.steps.shape[0] else np.concatenate([steps[:1], steps[:-1]])
+        backtracks = [Backtrack(self.tag, int(previous[i]), int(steps[i]), float(wall_times[i]))
+                      for i in np.flatnonzero(steps < previous)]
+        steps = np.concatenate([self.steps, steps])
+        wall_times = np.concatenate([self.wall_times, wall_times])
+        values = np.concatenate([self.values, values])
+        survivors = np.flatnonzero(surviving_points(steps))
+        ends = survivors[[0, -1]] if survivors.shape[0] > 1 else survivors
+        self.steps, self.wall_times, self.values = steps[ends], wall_times[ends], values[ends]
+        for column in (self.steps, self.wall_times, self.values):
+            column.flags.writeable = False  # handed out in snapshots; replaced, never written, by the next batch
+        return backtracks
+
+    def snapshot(self) -> ScalarHeads:
+        return ScalarHeads(self.steps, self.wall_times, self.values)
+
+    def nbytes(self) -> int:
+        return int(self.steps.nbytes + self.wall_times.nbytes + self.values.nbytes)
+
+    def compact(self) -> None:
+        """Nothing to give back."""

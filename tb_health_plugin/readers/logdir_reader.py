@@ -14,6 +14,13 @@ store through fsspec (one listing per refresh, ranged reads of the new bytes). A
 (`StorageError`) ends the refresh early: nothing read before is dropped, the offsets stay where
 the data ends, `problem` says what happened, and the next refresh tries again.
 
+Heads-only reading (`HeadsOnly`, for triage on logdirs of thousands of ranks): the runs the
+policy names keep the points of the scalar tags it names and only the first and last points of
+the others (`accumulate.ScalarHeads`; histograms and text are kept whole). Every record is still
+read and decoded, so their tags, step ranges, resumes, notes and writers are those of a full
+read; what is saved is the memory of the points dropped. `read_in_full` reads such a run again
+with every point, in place, when a caller needs them.
+
 Threads: refreshes are serialised; `run()` and `version()` only wait for the run being read.
 """
 
@@ -25,11 +32,12 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
-from tb_health_plugin.readers.accumulate import HistogramBuilder, ScalarBuilder, TextBuilder
+from tb_health_plugin.readers.accumulate import HeadsBuilder, HistogramBuilder, ScalarBuilder, TextBuilder
 from tb_health_plugin.readers.discovery import FORMATS, MINDSPORE, EventFile, discover_runs
 from tb_health_plugin.readers.mindspore_summary import MindSporeDecoder
 from tb_health_plugin.readers.points import DecodedBatch
@@ -66,6 +74,14 @@ READ_CHUNK_BYTES = 2 << 20  # bytes read and decoded at a time: the vectorised d
 _versions = itertools.count(1)
 
 
+@dataclass(frozen=True)
+class HeadsOnly:
+    """Which runs a reader reads heads-only and which of their scalar tags keep every point."""
+
+    runs: Callable[[str, int], bool]  # (run name, runs found in this refresh) -> read it heads-only
+    keeps_points: Callable[[str], bool]  # scalar tag -> keep its points in a run read heads-only
+
+
 class FileState:
     def __init__(self, event_file: EventFile) -> None:
         self.file = event_file
@@ -79,15 +95,18 @@ class FileState:
 class RunState:
     """Everything read so far for one run, and the last snapshot handed out."""
 
-    def __init__(self, name: str, writers: dict[str, int] | None = None, storage: Storage | None = None) -> None:
+    def __init__(self, name: str, writers: dict[str, int] | None = None, storage: Storage | None = None,
+                 keeps_points: Callable[[str], bool] | None = None) -> None:
         self.name = name
+        self.keeps_points = keeps_points  # None: every point kept; else a heads-only read (`HeadsOnly`)
+        self.event_files: list[EventFile] = []  # as last discovered, for `LogdirReader.read_in_full`
         self.storage = storage if storage is not None else LocalStorage()
         self.writers = dict(writers or {})  # path -> writer index, for files of writers past the first
         self.spans: dict[str, FileSpan] = {}  # path -> what it logged, to tell concurrent writers apart
         self.lock = threading.Lock()
         self.files: dict[str, FileState] = {}
         self.failed_files: dict[str, int] = {}  # path -> size when reading it raised
-        self.scalars: dict[str, ScalarBuilder] = {}
+        self.scalars: dict[str, ScalarBuilder | HeadsBuilder] = {}
         self.histograms: dict[str, HistogramBuilder] = {}
         self.texts: dict[str, TextBuilder] = {}
         self.backtracks: list[Backtrack] = []
@@ -121,12 +140,26 @@ class RunState:
             )
         return self._snapshot
 
+    def adopt(self, other: RunState) -> None:
+        """Take over what `other` read of the same files (a heads-only run read again in full);
+        the version stays, the data being the same."""
+        for attribute in ("keeps_points", "spans", "files", "failed_files", "scalars", "histograms", "texts",
+                          "backtracks", "notes", "skipped_records", "last_wall_time", "tfevents_decoder",
+                          "mindspore_decoder"):
+            setattr(self, attribute, getattr(other, attribute))
+        self._snapshot = None
+
     def add_note(self, kind: str, message: str, args: dict | None = None) -> None:
         self.notes.setdefault(message, ReadNote(kind, message, args or {}))
 
     def nbytes(self) -> int:
         builders = [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]
         return sum(b.nbytes() for b in builders)
+
+    def compact(self) -> None:
+        for builder in [*self.scalars.values(), *self.histograms.values(), *self.texts.values()]:
+            builder.compact()
+        self._snapshot = None
 
     def ingest(self, batch: DecodedBatch, path: str = "") -> None:
         """Merge a batch read from the file at `path` (its writer decides the tag names)."""
@@ -135,7 +168,7 @@ class RunState:
         for raw_tag, steps, wall_times, values in batch.scalars_by_tag():
             span.add(raw_tag, steps, wall_times)
             tag = writer_tag(raw_tag, writer)
-            builder = self.scalars.get(tag) or self.scalars.setdefault(tag, ScalarBuilder(tag))
+            builder = self.scalars.get(tag) or self.scalars.setdefault(tag, self._scalar_builder(tag))
             self.backtracks.extend(builder.extend(steps, wall_times, values))
         by_tag = defaultdict(list)
         for point in batch.histograms:
@@ -160,6 +193,11 @@ class RunState:
             ))
         self.skipped_records += batch.undecodable
         self.last_wall_time = max(self.last_wall_time, batch.last_wall_time)
+
+    def _scalar_builder(self, tag: str) -> ScalarBuilder | HeadsBuilder:
+        if self.keeps_points is None or self.keeps_points(tag):
+            return ScalarBuilder(tag)
+        return HeadsBuilder(tag)
 
     def writer_plan(self, files: list[EventFile]) -> dict[str, int]:
         """Which files belong to writers past the first, from what has been read (see `writers`)."""
@@ -337,9 +375,11 @@ def _whole_record_size(buf: bytes) -> int | None:
 class LogdirReader:
     """Reads every run under `logdir`; see the module docstring."""
 
-    def __init__(self, logdir: str | os.PathLike, formats=FORMATS) -> None:
+    def __init__(self, logdir: str | os.PathLike, formats=FORMATS, heads_only: HeadsOnly | None = None) -> None:
         self.logdir = os.fspath(logdir)
         self.formats = tuple(formats)
+        self.heads_only = heads_only
+        self._read_in_full: set[str] = set()  # runs `read_in_full` asked for: never heads-only again
         self.storage = storage_for(self.logdir)
         self.problem: str | None = None  # why the last refresh could not read everything (a store failing)
         self._runs: dict[str, RunState] = {}
@@ -376,17 +416,23 @@ class LogdirReader:
             for done, (name, files) in enumerate(found.items()):
                 self.reading = (done, len(found))
                 run = runs[name]
-                if run is None or run.needs_reset(files):
-                    run = runs[name] = RunState(name, run.writers if run is not None else None, self.storage)
+                new = run is None or run.needs_reset(files)
+                if new:
+                    run = runs[name] = RunState(name, run.writers if run is not None else None, self.storage,
+                                                 self._keeps_points(name, len(found)))
                     changed = True
                 with run.lock:
+                    run.event_files = list(files)
                     if self._read_run(run, files):
                         run.touch()
                         changed = True
+                    if new and run.keeps_points is not None:
+                        run.compact()  # thousands of them, kept: their few whole series without spare capacity
                     plan = run.writer_plan(files)
                 if plan != run.writers:  # a writer told apart only now: read the run again, keeping both
-                    fresh = RunState(name, plan, self.storage)
+                    fresh = RunState(name, plan, self.storage, run.keeps_points)
                     with fresh.lock:
+                        fresh.event_files = list(files)
                         self._read_run(fresh, files)
                     runs[name] = fresh
                     changed = True
@@ -403,6 +449,42 @@ class LogdirReader:
         with self._runs_lock:
             self._runs = runs
         return changed
+
+    def _keeps_points(self, name: str, runs_found: int) -> Callable[[str], bool] | None:
+        """The heads-only predicate of a run about to be read (None: read it in full)."""
+        policy = self.heads_only
+        if policy is None or name in self._read_in_full or not policy.runs(name, runs_found):
+            return None
+        return policy.keeps_points
+
+    def read_in_full(self, names: Iterable[str]) -> list[str]:
+        """Read the runs among `names` that were read heads-only again with every point, in place
+        (the same files, so the same data: their version stays); from now on they are read in
+        full. Returns the names read again; unknown names are ignored."""
+        again = []
+        for name in names:
+            with self._runs_lock:
+                run = self._runs.get(name)
+                self._read_in_full.add(name)
+            if run is None:
+                continue
+            with run.lock:
+                if run.keeps_points is None:
+                    continue
+                fresh = RunState(name, run.writers, run.storage)
+                self._read_run(fresh, run.event_files)
+                grew = any(state.offset != getattr(run.files.get(path), "offset", 0) for path, state in fresh.files.items())
+                run.adopt(fresh)
+                if grew:  # appended to since the last refresh: this is newer data
+                    run.touch()
+            again.append(name)
+        return again
+
+    def is_heads_only(self, name: str) -> bool:
+        """Whether the run's scalars hold only their first and last points (see `HeadsOnly`)."""
+        state = self._state(name)
+        with state.lock:
+            return state.keeps_points is not None
 
     def _new_byte_ranges(self, found: dict[str, list[EventFile]], runs: dict) -> list[tuple[str, int, int]]:
         """The first chunk each file's next read will ask for (for `Storage.prefetch`)."""
@@ -488,9 +570,7 @@ class LogdirReader:
             runs = list(self._runs.values())
         for run in runs:
             with run.lock:
-                for builder in [*run.scalars.values(), *run.histograms.values(), *run.texts.values()]:
-                    builder.compact()
-                run._snapshot = None
+                run.compact()
 
     def memory_bytes(self) -> int:
         """Bytes held by the columnar buffers of every run (capacity, not just the used part)."""

@@ -47,6 +47,8 @@ SAVED_RUN_FIELDS = frozenset({
 })
 FRESH_RUN_FIELDS = frozenset({
     "storage", "lock", "mindspore_decoder", "version", "_snapshot", "on_bytes_read",  # no reading state
+    "event_files",  # discovered again by every refresh
+    "keeps_points",  # always None here: a heads-only state (triage's) is not saved
 })
 SAVED_FILE_FIELDS = frozenset({"file", "offset", "resyncing", "identity", "probe", "waiting_at_size"})
 
@@ -93,6 +95,8 @@ def _same_file(path: str, offset: int, saved: dict) -> str | None:
 def save_run(state: RunState, path: str, code: str, token: str) -> None:
     """Write `state` (a local run's, not being read meanwhile) to `path` atomically, with `token`
     naming its data (whoever reads it back gets the token of exactly this data)."""
+    if state.keeps_points is not None:
+        raise ValueError("a run read heads-only is not saved: its points are not all there")
     arrays: dict[str, np.ndarray] = {}
     series = []
     for kind, builders in (("scalar", state.scalars), ("histogram", state.histograms), ("text", state.texts)):
