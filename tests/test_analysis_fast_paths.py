@@ -4,10 +4,13 @@
 analysis of the run): the Student-t quantiles of the noise tail come from the special functions
 scipy.stats wraps. The binned line fits take their bin medians from one partition rather than
 `np.median`'s per-call machinery. Each is compared with the former call, kept here as the oracle.
+`tb-health check` imports no other command's modules.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -29,6 +32,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     row_medians,
     t_quantile,
 )
+from tb_health_plugin.cli import COMMAND_MODULES, build_parser, named_command
 from tests.eventlogs import write_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,8 +130,24 @@ def test_checking_a_healthy_run_imports_no_scipy_stats(tmp_path: Path) -> None:
               "with contextlib.redirect_stdout(out):\n"
               f"    code = cli.main(['check', {str(tmp_path)!r}, '--format', 'json'])\n"
               "report = json.loads(out.getvalue())\n"
-              "print(code, report['runs'][0]['status'], 'scipy.stats' in sys.modules, 'scipy.ndimage' in sys.modules)\n")
+              "print(code, report['runs'][0]['status'], 'scipy.stats' in sys.modules, 'scipy.ndimage' in sys.modules,\n"
+              "      'tb_health_plugin.notify' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
-    # analysed (scipy.ndimage: the running medians), healthy, and no scipy.stats on the way
-    assert result.stdout.split() == ["0", "healthy", "False", "True"], result.stdout + result.stderr
+    # analysed (scipy.ndimage: the running medians), healthy, and neither scipy.stats nor the
+    # notification sinks (`watch`'s mail and HTTP modules) imported on the way
+    assert result.stdout.split() == ["0", "healthy", "False", "True", "False"], result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("command", COMMAND_MODULES)
+def test_a_command_alone_parses_and_helps_as_among_all(command: str, lang: str) -> None:
+    """`tb-health COMMAND ...` registers that command only; its help is the same."""
+    def help_text(parser) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        return out.getvalue()
+
+    assert named_command([command, "x"]) == command and named_command(["--help", command]) is None
+    assert help_text(build_parser(lang, only=command)) == help_text(build_parser(lang))
