@@ -3,8 +3,9 @@
 `tb-health check` on a healthy run must not import scipy.stats (about a second, more than the
 analysis of the run): the Student-t quantiles of the noise tail come from the special functions
 scipy.stats wraps. The binned line fits take their bin medians from one partition rather than
-`np.median`'s per-call machinery. Each is compared with the former call, kept here as the oracle.
-`tb-health check` imports no other command's modules.
+`np.median`'s per-call machinery; the learning-rate shape fit computes its candidate curves a
+few at a time. Each is compared with the former code, kept here as the oracle. And `tb-health
+check` imports no other command's modules.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
+from tb_health_plugin.analysis.detectors.lr_fit import _fitted_inverse_sqrt
 from tb_health_plugin.analysis.detectors.robust import (
     RESIDUAL_MAD_SHRINK,
     T_DEGREES,
@@ -59,6 +61,17 @@ def former_binned_line(x: np.ndarray, y: np.ndarray, bins: int = 16) -> LinearFi
     residual = by - by.mean() - slope * dx
     stderr = float(np.sqrt(np.dot(residual, residual) / max(bins - 2, 1) / sxx)) if bins > 2 else 0.0
     return LinearFit(slope, stderr, float(x[-1] - x[0]))
+
+
+def former_fitted_inverse_sqrt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    best, best_err = np.ones_like(x), np.inf
+    for scale in np.geomspace(1e-3, 1e2, 40):
+        curve = 1 / np.sqrt(1 + x / scale)
+        curve = (curve - curve[-1]) / (1 - curve[-1])
+        err = float(np.mean((y - curve) ** 2))
+        if err < best_err:
+            best, best_err = curve, err
+    return best
 
 
 def bits(*numbers) -> bytes:
@@ -151,3 +164,20 @@ def test_a_command_alone_parses_and_helps_as_among_all(command: str, lang: str) 
 
     assert named_command([command, "x"]) == command and named_command(["--help", command]) is None
     assert help_text(build_parser(lang, only=command)) == help_text(build_parser(lang))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 2000),
+    scale=st.floats(1e-4, 1e3),
+    noise=st.floats(0, 0.2),
+    nan_at=st.one_of(st.none(), st.integers(0, 1999)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_inverse_sqrt_fit_unchanged(n: int, scale: float, noise: float, nan_at, seed: int) -> None:
+    """The learning-rate shape fit's 40 candidate curves, now computed 8 at a time."""
+    x = np.linspace(0.0, 1.0, n)
+    y = 1 / np.sqrt(1 + x / scale) + noise * np.random.default_rng(seed).standard_normal(n)
+    if nan_at is not None:
+        y[nan_at % n] = np.nan  # every error NaN: the flat curve stays
+    assert _fitted_inverse_sqrt(x, y).tobytes() == former_fitted_inverse_sqrt(x, y).tobytes()
