@@ -1,6 +1,7 @@
 """Reading and checking speed on a logdir of mixed writers, side by side in one run.
 
     PYTHONPATH=. python bench/bench_mixed_writers.py [--steps 2000] [--repeats 3] [--logdir DIR] [--skip-losslint]
+                                                     [--baseline TREE]
 
 The logdir holds 80 runs of four scalar tags (loss, learning rate, gradient norm, accuracy),
 `--steps` steps each, one value per event, each run in the layout of one writer:
@@ -19,6 +20,11 @@ each writer's runs and for the whole logdir, four readings are timed on the wall
 tb-health three times around losslint, median quoted), TensorBoard's Python `EventFileLoader`
 merely iterating the events (in this process), and tb-health's `LogdirReader` alone (in this
 process, median of `--repeats`). The machine's load average is printed before and after.
+
+With `--baseline TREE` (another checkout of the package, e.g. the previous commit's) its
+`tb-health check` is timed too, each of its three runs right after one of ours, and shown in a
+second table beside ours. Each check also reports its CPU time (user + system), which a busy
+machine inflates less than the wall clock.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -146,16 +154,33 @@ def reader_seconds(folder: Path) -> float:
     return time.perf_counter() - started
 
 
-def measure(folder: Path, repeats: int, losslint: bool) -> dict[str, float]:
+def check_seconds(tree: Path, folder: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of `tb-health check` with `tree`'s package, run from
+    `tree` (`python -m` puts the working directory first on the path)."""
+    command = [sys.executable, "-m", "tb_health_plugin.cli", "check", str(folder), "--format", "json"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=tree,
+                   env={"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent)})
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def measure(folder: Path, repeats: int, losslint: bool, baseline: Path | None) -> dict[str, float]:
     python = sys.executable
-    ours = [python, "-m", "tb_health_plugin.cli", "check", str(folder), "--format", "json"]
     theirs = [str(Path(python).parent / "losslint"), "check", str(folder), "--format", "json"]
-    checks = [wall_seconds(ours)[0]]
+    trees = {"check": ROOT} | ({"baseline": baseline} if baseline else {})
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     figures = {}
-    if losslint:
-        figures["losslint"] = wall_seconds(theirs)[0]
-    checks += [wall_seconds(ours)[0], wall_seconds(ours)[0]]
-    figures["check"] = statistics.median(checks)
+    for attempt in range(3):
+        for name, tree in trees.items():
+            runs[name].append(check_seconds(tree, folder))
+        if attempt == 0 and losslint:
+            figures["losslint"] = wall_seconds(theirs)[0]
+    for name, timings in runs.items():
+        figures[name] = statistics.median(wall for wall, _ in timings)
+        figures[f"{name}_cpu"] = statistics.median(cpu for _, cpu in timings)
     figures["loader"], figures["events"] = eventfileloader_seconds(folder)
     figures["reader"] = statistics.median(reader_seconds(folder) for _ in range(repeats))
     figures["megabytes"] = sum(os.path.getsize(p) for p in event_files(folder)) / 1e6
@@ -168,27 +193,39 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="readings of our reader alone (median)")
     parser.add_argument("--logdir", type=Path, default=DEFAULT_LOGDIR)
     parser.add_argument("--skip-losslint", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="another checkout of the package whose check is timed too")
     args = parser.parse_args()
+    baseline = args.baseline.resolve() if args.baseline else None
     generate(args.logdir, args.steps)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
-    rows = {name: measure(args.logdir / name, args.repeats, not args.skip_losslint) for name in WRITERS}
-    rows["all"] = measure(args.logdir, args.repeats, not args.skip_losslint)
+    rows = {name: measure(args.logdir / name, args.repeats, not args.skip_losslint, baseline) for name in WRITERS}
+    rows["all"] = measure(args.logdir, args.repeats, not args.skip_losslint, baseline)
     print(f"machine: load average {os.getloadavg()[0]:.1f} at the end\n")
     print(f"logdir {args.logdir}: {sum(r for r, _ in WRITERS.values())} runs, 4 tags x {args.steps} steps each\n")
-    header = (f"{'writer':16s} {'runs':>4s} {'events':>9s} {'MB':>6s} | {'check':>7s} {'losslint':>9s} {'x':>6s} | "
+    print_table(rows, "check", f"this tree ({ROOT})")
+    if baseline:
+        print()
+        print_table(rows, "baseline", f"baseline ({baseline})")
+    print("\ncheck: `tb-health check --format json` (fresh process, median of 3: wall clock, and CPU in brackets);"
+          "\nlosslint: `losslint check --format json`; EventFileLoader: TensorBoard's Python loader iterating the"
+          "\nevents; reader: tb-health's LogdirReader alone. x: how many times faster tb-health is (targets: check"
+          "\n20x losslint and 10x EventFileLoader; reader 20x).")
+    return 0
+
+
+def print_table(rows: dict[str, dict[str, float]], check: str, title: str) -> None:
+    print(title)
+    header = (f"{'writer':16s} {'runs':>4s} {'events':>9s} {'MB':>6s} | {'check (cpu)':>15s} {'losslint':>9s} {'x':>6s} | "
               f"{'EventFileLoader':>15s} {'check x':>7s} | {'reader':>7s} {'reader x':>8s}")
     print(header)
     print("-" * len(header))
     for name, row in rows.items():
         runs = WRITERS[name][0] if name in WRITERS else sum(r for r, _ in WRITERS.values())
-        losslint = f"{row['losslint']:8.2f}s {row['losslint'] / row['check']:5.1f}x" if "losslint" in row else f"{'-':>9s} {'-':>6s}"
-        print(f"{name:16s} {runs:4d} {row['events']:9,d} {row['megabytes']:6.1f} | {row['check']:6.2f}s {losslint} | "
-              f"{row['loader']:14.2f}s {row['loader'] / row['check']:6.1f}x | {row['reader']:6.2f}s "
+        seconds = row[check]
+        losslint = f"{row['losslint']:8.2f}s {row['losslint'] / seconds:5.1f}x" if "losslint" in row else f"{'-':>9s} {'-':>6s}"
+        print(f"{name:16s} {runs:4d} {row['events']:9,d} {row['megabytes']:6.1f} | {seconds:6.2f}s ({row[check + '_cpu']:5.2f}s) "
+              f"{losslint} | {row['loader']:14.2f}s {row['loader'] / seconds:6.1f}x | {row['reader']:6.2f}s "
               f"{row['loader'] / row['reader']:7.1f}x")
-    print("\ncheck: `tb-health check --format json` (fresh process, median of 3); losslint: `losslint check --format json`;"
-          "\nEventFileLoader: TensorBoard's Python loader iterating the events; reader: tb-health's LogdirReader alone."
-          "\nx: how many times faster tb-health is (targets: check 20x losslint and 10x EventFileLoader; reader 20x).")
-    return 0
 
 
 if __name__ == "__main__":

@@ -40,15 +40,17 @@ def help_language(argv: list[str]) -> str:
     return chosen if chosen in LANGUAGES else default_language()
 
 
-def build_parser(lang: str | None = None) -> argparse.ArgumentParser:
-    """The `tb-health` parser, its help in `lang` (default: the locale's language)."""
+def build_parser(lang: str | None = None, only: str | None = None) -> argparse.ArgumentParser:
+    """The `tb-health` parser, its help in `lang` (default: the locale's language). With `only`
+    (a command's name) that command alone is registered: the other commands' modules are not
+    imported (`watch` pulls in the notification sinks' mail and HTTP modules)."""
     lang = lang or default_language()
     parser = argparse.ArgumentParser(
         prog="tb-health",
         description=text("help.tb_health.description", lang),
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else [only]:
         try:
             module = importlib.import_module(f"tb_health_plugin.commands.{name}")
         except ModuleNotFoundError as error:
@@ -59,8 +61,15 @@ def build_parser(lang: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def named_command(argv: list[str]) -> str | None:
+    """The command `argv` starts with, if it names one (else the parser needs them all: to list
+    them in `--help` or an error)."""
+    return argv[0] if argv and argv[0] in COMMAND_MODULES else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(help_language(sys.argv[1:] if argv is None else argv))
+    args_given = sys.argv[1:] if argv is None else argv
+    parser = build_parser(help_language(args_given), only=named_command(args_given))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

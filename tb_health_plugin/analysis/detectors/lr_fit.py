@@ -411,12 +411,18 @@ def _fitted_exponential(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.exp(-max(rate, 0.0) * x)
 
 
+INVERSE_SQRT_SCALES = np.geomspace(1e-3, 1e2, 40)
+SCALES_AT_ONCE = 8  # curves computed together: 8 x 2000 points stay in the CPU's cache
+
+
 def _fitted_inverse_sqrt(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The inverse-square-root curve, of `INVERSE_SQRT_SCALES`, closest to `y` (the first one
+    of the smallest mean squared error), a few scales at a time, one per row."""
     best, best_err = np.ones_like(x), np.inf
-    for scale in np.geomspace(1e-3, 1e2, 40):
-        curve = 1 / np.sqrt(1 + x / scale)
-        curve = (curve - curve[-1]) / (1 - curve[-1])
-        err = float(np.mean((y - curve) ** 2))
-        if err < best_err:
-            best, best_err = curve, err
+    for first in range(0, INVERSE_SQRT_SCALES.size, SCALES_AT_ONCE):
+        curves = 1 / np.sqrt(1 + x / INVERSE_SQRT_SCALES[first : first + SCALES_AT_ONCE, None])
+        curves = (curves - curves[:, -1:]) / (1 - curves[:, -1:])
+        for curve, err in zip(curves, np.mean((y - curves) ** 2, axis=1), strict=True):
+            if err < best_err:
+                best, best_err = curve, err
     return best

@@ -237,13 +237,8 @@ class NoiseTail:
     nu: float
     mad_shrink: float = 1.0
 
-    def _dist(self):
-        from scipy import stats
-        return stats.norm if np.isinf(self.nu) else stats.t(self.nu)
-
     def threshold(self, p: float) -> float:
-        dist = self._dist()
-        return float(dist.isf(p) / (dist.ppf(0.75) * self.mad_shrink))
+        return float(t_quantile(self.nu, p, upper=True) / (t_quantile(self.nu, 0.75) * self.mad_shrink))
 
     def log_sf(self, z: np.ndarray) -> np.ndarray:
         """log P(residual / MAD > z) under the fitted tail, accurate far into the tail."""
@@ -255,12 +250,21 @@ class NoiseTail:
         return np.log(np.maximum(special.stdtr(self.nu, -u), 1e-300))
 
 
+def t_quantile(nu: float, q: float, upper: bool = False) -> float:
+    """The `q` quantile of the standard Student t(nu) (the normal for nu = inf), or with `upper`
+    the value exceeded with probability `q`: what `scipy.stats.t(nu).ppf` / `.isf` (`norm` for
+    nu = inf) return for q in (0, 1), from the special functions they evaluate (`stdtrit`,
+    `ndtri`; + 0.0 as their `loc` makes a zero +0.0). scipy.stats takes about a second to
+    import, more than the analysis of a healthy run, and a frozen distribution milliseconds."""
+    from scipy import special
+    quantile = float(special.ndtri(q) if np.isinf(nu) else special.stdtrit(nu, q))
+    return (-quantile if upper else quantile) + 0.0
+
+
 @cache
 def _t_mads() -> tuple[float, ...]:
-    """The MAD (0.75 quantile) of t(nu) for each of `T_DEGREES`; on first use, as scipy.stats
-    takes about a second to import and `tb-health --help` or a first listing needs none of it."""
-    from scipy import stats
-    return tuple(float(stats.norm.ppf(0.75) if np.isinf(nu) else stats.t(nu).ppf(0.75)) for nu in T_DEGREES)
+    """The MAD (0.75 quantile) of t(nu) for each of `T_DEGREES`, computed on first use."""
+    return tuple(t_quantile(nu, 0.75) for nu in T_DEGREES)
 
 
 MAX_TAIL_FIT_POINTS = 2000  # a strided subsample keeps the fit at a millisecond per series
@@ -325,6 +329,24 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
     return NoiseTail(T_DEGREES[chosen], RESIDUAL_MAD_SHRINK[chosen])
 
 
+def row_medians(a: np.ndarray) -> np.ndarray:
+    """`np.median(a, axis=-1)`, the same numbers (NaN where a row holds one), by the one
+    partition np.median itself makes, without its per-call overhead (~50 us, which made most of
+    the stall detector's time: it fits two lines for each of 16 candidate tails of a series)."""
+    width = a.shape[-1]
+    half = width // 2
+    middle = (half,) if width % 2 else (half - 1, half)
+    part = np.partition(a, (*middle, -1), axis=-1)  # NaN sort last: the last one says if a row has one
+    medians = np.add.reduce(part[..., middle[0] : half + 1], axis=-1) / len(middle)  # np.mean's sum and division
+    last = part[..., -1]
+    return np.where(np.isnan(last), last, medians)
+
+
+def _mean(a: np.ndarray) -> np.floating:
+    """`a.mean()` of a float64 vector, the same sum and division, without its overhead (~8 us)."""
+    return np.add.reduce(a) / a.size
+
+
 @dataclass(frozen=True)
 class LinearFit:
     """Least-squares line through binned medians: slope, its standard error, and the x span."""
@@ -354,13 +376,15 @@ def binned_line(x: np.ndarray, y: np.ndarray, bins: int = 16) -> LinearFit | Non
         return None
     bins = int(min(bins, n // 2))
     width = n // bins
-    bx = np.median(x[: bins * width].reshape(bins, width), axis=1)
-    by = np.median(y[: bins * width].reshape(bins, width), axis=1)
-    dx = bx - bx.mean()
+    pairs = np.empty((2, bins * width))
+    pairs[0], pairs[1] = x[: bins * width], y[: bins * width]
+    bx, by = row_medians(pairs.reshape(2, bins, width))
+    dx = bx - _mean(bx)
     sxx = float(np.dot(dx, dx))
     if sxx <= 0:
         return None
-    slope = float(np.dot(dx, by - by.mean()) / sxx)
-    residual = by - by.mean() - slope * dx
+    by_centred = by - _mean(by)
+    slope = float(np.dot(dx, by_centred) / sxx)
+    residual = by_centred - slope * dx
     stderr = float(np.sqrt(np.dot(residual, residual) / max(bins - 2, 1) / sxx)) if bins > 2 else 0.0
     return LinearFit(slope, stderr, float(x[-1] - x[0]))
