@@ -82,6 +82,7 @@ class WorkerService:
         self.refresh_interval_s = refresh_interval_s
         self._cond = threading.Condition()  # guards the state below; held briefly
         self._names: list[str] | None = None  # None until the first listing
+        self._reading: dict[str, int] | None = None  # the first read's last progress report
         self._read_at = 0.0  # and of the first full listing (every run read)
         self._meta: dict[str, dict[str, Any]] = {}  # run -> version, tags, last_update, source
         self._reports: dict[str, dict[str, Any]] = {}  # run -> {"version", "report"}
@@ -198,6 +199,9 @@ class WorkerService:
                 call.done.set()
             return
         with self._cond:
+            if kind == "reading":  # the first read's progress (`PublishingService._send_reading`)
+                self._reading = message[1]
+                return
             if kind == "listing":
                 changed = self._take_listing(message[1])
             else:
@@ -336,7 +340,10 @@ class WorkerService:
         with self._cond:
             if self._read_at or self._names is None:
                 return None
-            return {"runs_read": sum(name in self._meta for name in self._names), "runs_found": len(self._names)}
+            read = sum(name in self._meta for name in self._names)
+            if self._reading is not None:
+                read = max(read, self._reading["runs_read"])
+            return {"runs_read": read, "runs_found": len(self._names)}
 
     def storage_status(self) -> dict[str, Any] | None:
         with self._cond:

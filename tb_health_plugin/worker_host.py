@@ -19,6 +19,7 @@ from tb_health_plugin.service import HealthService, UnknownRun, source_format, u
 logger = logging.getLogger(__name__)
 
 CALL_THREADS = 2  # calls answered at once: a slow export does not hold up a chart's series
+READING_EVERY_S = 0.5  # the first read's progress is sent this often (the tab polls every few seconds)
 REPORTS_EVERY_S = 0.5  # new reports are sent together at most this often: each sending makes
 # the plugin rebuild the overview, and a full re-analysis of 1000 runs finishes hundreds of units a second
 
@@ -44,8 +45,27 @@ class PublishingService(HealthService):
                     self._flush_reports()
 
     def refresh_now(self) -> None:
-        super().refresh_now()
+        if self.refresh_count:
+            super().refresh_now()
+        else:  # the first read of a big logdir takes minutes: say how far it got meanwhile
+            reading_done = threading.Event()
+            reporter = threading.Thread(target=self._send_reading, args=(reading_done,),
+                                        name="tb-health-reading", daemon=True)
+            reporter.start()
+            try:
+                super().refresh_now()
+            finally:
+                reading_done.set()
+                reporter.join()
         self._publish_listing()
+
+    def _send_reading(self, reading_done: threading.Event) -> None:
+        sent = None
+        while not reading_done.wait(READING_EVERY_S):
+            reading = self._reader.reading
+            if reading is not None and reading != sent:
+                self._send(("reading", {"runs_read": reading[0], "runs_found": reading[1]}))
+                sent = reading
 
     def _publish_listing(self) -> None:
         overrides = self._overrides_key()

@@ -9,7 +9,8 @@ cache) and speaks a small protocol of pickled tuples (`multiprocessing.connectio
 - to the plugin, unasked: `("listing", {...})` after every refresh (the run names, each changed
   run's tags, roles, newest wall time and source format, the logdir's config and the store's
   state), and `("reports", {run: {"version", "report"}})` after every analysis of a unit: the
-  reports as analysed (findings as `Event`s, no points), so what crosses is small;
+  reports as analysed (findings as `Event`s, no points), so what crosses is small; and, during
+  its first read of the logdir, `("reading", {"runs_read", "runs_found"})` twice a second;
 - asked by the plugin: `("call", id, method, args)`, answered by `("reply", id, ok, result)`,
   for what needs the points (`series`, `heatmap`, `health_report`) or a report not sent yet.
 
