@@ -7,7 +7,9 @@ the last step's loss or the mean over the interval, under one of the tag spellin
 
 - loss_spike: 1-3 sudden jumps of x1.5-x8, lasting 1-5 logged intervals (1 step when the run
   also logs our hooks' `train/loss_max`), decaying back;
-- divergence: an exponential blow-up or a steady rise from a known step (some end in NaN);
+- divergence: an exponential blow-up or a steady rise from a known step (some end in NaN); a
+  steady rise ("ramp", 1.6-4x in log-linear steps over the rest of the run from 30-70% of it)
+  is a slow creep, scored by its onset delay as a share of the run;
 - nonfinite: NaN from a known step to the end, or one transient NaN;
 - stalled_convergence: the loss freezes mid-run at a high learning rate, or never moves;
 - overfitting: the eval loss turns upward while the training loss keeps falling.
@@ -21,7 +23,7 @@ schedules with their anneal drop), interval-averaged logging and coarse logging 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -68,19 +70,25 @@ SPLITS = {
 
 
 def cases(split: str) -> list[Case]:
+    """The split's cases; the steady rises ("ramp") are marked slow creeps, with their length in
+    steps, so that the benchmark scores their onset delay as a share of the run."""
     shape = SPLITS[split]
+    lengths: list[int] = []
 
     def simulate_case(scenario: str, rng: np.random.Generator):
         run = simulate(scenario, rng, shape)
+        lengths.append(run.steps)
         return partial(_write, run), run.expected
 
-    return seeded_cases(shape, f"syn_{split}", simulate_case)
+    drawn = seeded_cases(shape, f"syn_{split}", simulate_case)
+    return [replace(case, creep="_ramp_" in case.name, steps=steps) for case, steps in zip(drawn, lengths, strict=True)]
 
 
 @dataclass
 class SimulatedRun:
     series: dict[str, tuple[np.ndarray, np.ndarray]]
     expected: dict[str, list[int]]
+    steps: int = 0  # the run's length in steps
 
 
 def _write(run: SimulatedRun, folder: Path) -> None:
@@ -199,7 +207,7 @@ def simulate(scenario: str, rng: np.random.Generator, shape: SplitShape) -> Simu
         series["train/loss_max"] = (logged_steps, per_step.reshape(points, interval).max(axis=1))
     if scenario == "overfit" or rng.random() < 0.3:
         series.update(_eval_series(rng, scenario, t, y, logged_steps, expected))
-    return SimulatedRun(series, expected)
+    return SimulatedRun(series, expected, total)
 
 
 def _eval_series(rng, scenario, t, y, logged_steps, expected) -> dict[str, tuple[np.ndarray, np.ndarray]]:

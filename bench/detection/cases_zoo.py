@@ -184,20 +184,28 @@ def visibility(logged: np.ndarray, window_max: bool, points: bool):
 def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     """Labels of the run as logged by its own logging path."""
     spec = run.spec
-    logged = logged_steps(spec)
-    points = spec["logging"] != "hf"  # the Trainer logs interval means; the others log points
+    points = spec["logging"] != "hf" or spec["log_every"] == 1  # the Trainer logs interval means (of one step: the step)
     window_max = spec["logging"] in WINDOW_MAX_PATHS
-    if spec["log_every"] == 1:
-        points = True  # a mean over one step is the step
-    step_time = run.step_time if spec["logging"] in WINDOW_MAX_PATHS else None  # only the hooks log it
-    grad = run.grad_norm if spec["logging"] in GRAD_NORM_PATHS else np.full(run.grad_norm.shape, np.nan)
-    shown = np.zeros(run.grad_norm.size, dtype=bool)
-    shown[logged - 1] = True  # the paths log the norm of the logged step itself
-    labels, creep = zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points), step_time,
-                                         lr=run.lr, grad_shown=shown)
+    labels, creep = labels_as_logged(run, logged_steps(spec), points, window_max,
+                                     grad_norm=spec["logging"] in GRAD_NORM_PATHS,
+                                     step_time=window_max)  # only the hooks log step times
     if "vanishing_gradients" not in labels and zoo_labels.layer_vanishing(logged_layer_norms(run.logs)):
-        labels["vanishing_gradients"] = [int(logged[0])]
+        labels["vanishing_gradients"] = [int(logged_steps(spec)[0])]
     return labels, creep
+
+
+def labels_as_logged(run: ZooRun, logged: np.ndarray, points: bool, window_max: bool, grad_norm: bool,
+                     step_time: bool) -> tuple[dict[str, list[int]], bool]:
+    """The labels of `zoo_labels.label_run` for the run's raw values as logs show them: the loss at
+    the `logged` steps (`points`: the logged step's own value, else interval means;
+    `window_max`: with each window's maximum), the gradient norm of each logged step when the
+    logs carry one (`grad_norm`), step times when they carry them. One function for the run's
+    own logs (`labels_for`) and for every rendering that logs it differently (`metamorphic`)."""
+    grad = run.grad_norm if grad_norm else np.full(run.grad_norm.shape, np.nan)
+    shown = np.zeros(run.grad_norm.size, dtype=bool)
+    shown[logged - 1] = True  # the logs carry the norm of the logged step itself
+    return zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points),
+                                run.step_time if step_time else None, lr=run.lr, grad_shown=shown)
 
 
 def logged_layer_norms(logs: Path) -> list[np.ndarray]:

@@ -50,7 +50,7 @@ from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from bench.detection import cases_zoo, zoo_labels
+from bench.detection import cases_zoo
 from bench.detection.events import SECONDS_PER_STEP, WALL_START
 
 TARGET_SHARE = 0.98
@@ -276,11 +276,12 @@ def rendered_root(split: str) -> Path:
 
 
 def reference_labels(run: cases_zoo.ZooRun) -> dict[str, list[int]]:
-    """The run's labels as its reference rendering shows it: every step logged. (The run's own
-    logging may hide a spike that the every-step reference shows; which runs a check applies to
-    must follow what the reference can show.)"""
+    """The run's labels as its reference rendering shows it: every step's loss and gradient norm
+    logged, no step times. (The run's own logging may hide a spike that the every-step reference
+    shows; which runs a check applies to must follow what the reference can show.)"""
     every_step = np.arange(1, run.loss.size + 1)
-    return zoo_labels.label_run(run.loss, run.grad_norm, cases_zoo.visibility(every_step, False, True), lr=run.lr)[0]
+    return cases_zoo.labels_as_logged(run, every_step, points=True, window_max=False, grad_norm=True,
+                                      step_time=False)[0]
 
 
 def render_all(runs: dict[str, cases_zoo.ZooRun], labels: dict[str, dict], root: Path) -> None:

@@ -56,7 +56,12 @@ Rules, in this order (a run may get several kinds):
    planned anneal is not stalled. "Did not move": the change of the log-loss along a
    Theil-Sen line through every finite step of the stretch is within +-log(1 + `STALL_GAIN`)
    (5% over the stretch); "far from converged": the median of the stretch's last tenth is
-   above `NOT_CONVERGED * initial`. Label: step 1.
+   above `NOT_CONVERGED` times the start, the lower of `initial` and the first finite loss.
+   The first loss is computed before any update: it is the untrained model's. A run whose
+   first updates blew it up (Adam at a rate of 0.6-0.8: 2.1, then Inf and 10-28 for a dozen
+   steps) and that then sat at chance level for the rest of the run learned nothing, yet
+   the median of its first steps (10) put chance level (2.2) at a fifth of its "start".
+   Label: step 1.
    This is the detector's definition (`stall.py`, "stuck from the start" and its step 5: the
    same statistic over the same stretch, the same 5%, the same half of the start), applied to
    every step instead of the logged points; what the detector adds is what logged points
@@ -193,7 +198,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     second = second[np.isfinite(second)]
     if second.size and np.median(second) < VANISH_FLOOR and final > NOT_CONVERGED * initial:
         labels["vanishing_gradients"] = [logged(0)]
-    if "divergence" not in labels and stalled(safe, lr, initial):
+    if "divergence" not in labels and stalled(safe, lr, untrained_level(safe, initial)):
         labels["stalled_convergence"] = [logged(0)]
     spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
     if spikes:
@@ -239,7 +244,15 @@ def stalled_run(loss: np.ndarray, lr: np.ndarray | None) -> bool:
     if not finite.size:
         return False
     initial = float(np.median(finite[: max(SMOOTH_MIN, loss.size // SMOOTH_DIVISOR)]))
-    return stalled(safe, lr, initial)
+    return stalled(safe, lr, untrained_level(safe, initial))
+
+
+def untrained_level(loss: np.ndarray, initial: float) -> float:
+    """Rule 5's start: the lower of `initial` and the first finite loss (computed before any
+    update, the untrained model's own loss), so that a blow-up in the first steps does not
+    raise where the run started."""
+    finite = loss[np.isfinite(loss)]
+    return min(initial, float(finite[0])) if finite.size else initial
 
 
 def slowdown_step(step_time: np.ndarray, window: int) -> int | None:
