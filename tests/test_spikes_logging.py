@@ -82,3 +82,24 @@ def test_window_maxima_of_noisy_healthy_steps_are_not_spikes(seed):
     schedule = infer_schedule(steps)
     assert spike_steps(loss_spikes(steps, windows.max(axis=1), "train/loss_max", schedule)) == []
     assert spike_steps(loss_spikes(steps, windows[:, -1], "train/loss", schedule)) == []
+
+
+def test_plateaus_that_the_first_noise_estimate_hides_are_found_once_the_first_is_left_out():
+    # A short noisy log (300 points every 5 steps, per-step noise sd 0.13) holding three +50%
+    # plateaus of 6 points, about 8 noise sds of evidence each. The first pass's noise model
+    # holds all three: only the first stands out of it, and the other two, left in the null
+    # distribution of the level-shift scan, lift its threshold above themselves. The screen
+    # must be repeated on the noise left once the first is out.
+    rng = np.random.default_rng(0)
+    interval, points, width = 5, 300, 6
+    y = per_step_curve(interval * points, rng)
+    slots = np.sort(rng.choice(np.arange(45, 270 - width, 30), 3, replace=False))
+    for slot in slots:
+        y[slot * interval - 1 : (slot + width) * interval - 1] += np.log(1.5)
+    per_step = np.exp(y + 0.13 * rng.standard_normal(y.size))
+    steps = np.arange(1, points + 1) * interval
+    logged = per_step.reshape(points, interval)[:, -1]
+    labels = [int(steps[slot - 1]) for slot in slots]
+    found = spike_steps(loss_spikes(steps, logged, "train_loss", infer_schedule(steps)))
+    assert matched(labels, found, 2 * interval) == 3
+    assert len(found) == 3
