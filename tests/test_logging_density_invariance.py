@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tb_health_plugin.analysis.checks.loss import check_loss_curve
-from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.run_data import RunData, ScalarSeries
+from tests.logged_runs import kinds, logged
 
 STEPS = 200
 INTERVALS = (1, 5, 10)
@@ -19,22 +18,6 @@ def warmup_cosine(steps: int = STEPS, peak: float = 0.01, warmup: int = 10) -> n
     k = np.arange(steps, dtype=np.float64)
     decay = 0.5 * (1 + np.cos(np.pi * np.clip((k - warmup) / (steps - warmup), 0, 1)))
     return np.where(k < warmup, peak * (k + 1) / warmup, peak * decay)
-
-
-def logged(loss: np.ndarray, lr: np.ndarray, interval: int, means: bool) -> RunSignals:
-    points = loss.size // interval
-    last = np.arange(1, points + 1) * interval - 1
-    values = loss[: points * interval].reshape(points, interval).mean(axis=1) if means else loss[last]
-    scalars = {
-        "train/loss": ScalarSeries.from_lists(last + 1, values),
-        "train/lr": ScalarSeries.from_lists(last + 1, lr[last]),
-    }
-    return RunSignals.from_run(RunData("run", scalars=scalars))
-
-
-def kinds(loss: np.ndarray, lr: np.ndarray, interval: int, means: bool) -> set[str]:
-    found = check_loss_curve(logged(loss, lr, interval, means))
-    return {f.kind for f in found if f.severity in ("warning", "critical")}
 
 
 def stuck_run(seed: int) -> np.ndarray:

@@ -59,13 +59,18 @@ def test_three_equal_spikes_in_a_noisy_log_are_all_found_not_only_the_first(inte
     slots = (200, 420, 640)
     for slot in slots:
         y[slot * interval - 1 : (slot + 5) * interval - 1] += np.log(1.45)
-    per_step = np.exp(y + 0.10 * rng.standard_normal(y.size))
+    assert_each_found_once(np.exp(y + 0.10 * rng.standard_normal(y.size)), interval, points, slots)
+
+
+def assert_each_found_once(per_step: np.ndarray, interval: int, points: int, slots) -> None:
+    """Logged every `interval` steps (the last step's value), each plateau starting at a logged
+    point of `slots` is found, and nothing else."""
     steps = np.arange(1, points + 1) * interval
     logged = per_step.reshape(points, interval)[:, -1]
     labels = [int(steps[slot - 1]) for slot in slots]
     found = spike_steps(loss_spikes(steps, logged, "train_loss", infer_schedule(steps)))
-    assert matched(labels, found, 2 * interval) == 3
-    assert len(found) == 3
+    assert matched(labels, found, 2 * interval) == len(slots)
+    assert len(found) == len(slots)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -96,10 +101,4 @@ def test_plateaus_that_the_first_noise_estimate_hides_are_found_once_the_first_i
     slots = np.sort(rng.choice(np.arange(45, 270 - width, 30), 3, replace=False))
     for slot in slots:
         y[slot * interval - 1 : (slot + width) * interval - 1] += np.log(1.5)
-    per_step = np.exp(y + 0.13 * rng.standard_normal(y.size))
-    steps = np.arange(1, points + 1) * interval
-    logged = per_step.reshape(points, interval)[:, -1]
-    labels = [int(steps[slot - 1]) for slot in slots]
-    found = spike_steps(loss_spikes(steps, logged, "train_loss", infer_schedule(steps)))
-    assert matched(labels, found, 2 * interval) == 3
-    assert len(found) == 3
+    assert_each_found_once(np.exp(y + 0.13 * rng.standard_normal(y.size)), interval, points, slots)

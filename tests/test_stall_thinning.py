@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 
 from bench.detection import zoo_labels
-from tb_health_plugin.analysis.checks.loss import check_loss_curve
-from tb_health_plugin.analysis.signals import RunSignals
-from tb_health_plugin.run_data import RunData, ScalarSeries
+from tests.logged_runs import kinds
 
 STEPS = 210
 INTERVALS = (1, 5, 10)
@@ -20,21 +18,6 @@ def step_decay(steps: int = STEPS, milestone: float = 0.33, lr: float = 0.02) ->
     the first tenth to a third of the run, 4-7 points when logged every 10th step."""
     k = np.arange(steps)
     return np.where(k < milestone * steps, lr, lr / 10)
-
-
-def logged(loss: np.ndarray, lr: np.ndarray, interval: int, means: bool) -> RunSignals:
-    points = loss.size // interval
-    last = np.arange(1, points + 1) * interval - 1
-    values = loss[: points * interval].reshape(points, interval).mean(axis=1) if means else loss[last]
-    scalars = {
-        "train/loss": ScalarSeries.from_lists(last + 1, values),
-        "train/lr": ScalarSeries.from_lists(last + 1, lr[last]),
-    }
-    return RunSignals.from_run(RunData("run", scalars=scalars))
-
-
-def kinds(loss: np.ndarray, lr: np.ndarray, interval: int, means: bool) -> set[str]:
-    return {f.kind for f in check_loss_curve(logged(loss, lr, interval, means)) if f.severity in ("warning", "critical")}
 
 
 def at_chance(seed: int, noise: float = 0.01) -> np.ndarray:

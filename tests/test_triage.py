@@ -62,7 +62,11 @@ def worst(reports) -> str:
 def job_logdir(tmp_path_factory):
     """job: rank 0 healthy, rank 1 NaN (reports it online), rank 2 without online analysis,
     rank 3 healthy. job_killed: rank 2 killed before its NaN reached an online analysis."""
-    logdir = tmp_path_factory.mktemp("triage")
+    return write_jobs(tmp_path_factory.mktemp("triage"))
+
+
+def write_jobs(logdir):
+    """The two jobs of `job_logdir` written into `logdir` (other triage tests use them too)."""
     for rank, fault in enumerate(("", "nan", "", "")):
         train_rank(logdir / "job", rank, fault, online_analysis=rank != 2)
     for rank, fault in enumerate(("", "", "killed", "")):

@@ -19,7 +19,7 @@ from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.readers.accumulate import HeadsBuilder, ScalarBuilder, ScalarHeads
 from tb_health_plugin.service import HealthService
 from tests.eventlogs import WALL_TIME_START
-from tests.test_triage import RANKS, train_rank
+from tests.test_triage import RANKS, write_jobs
 
 
 def reader_of(logdir, heads_only: bool) -> LogdirReader:
@@ -47,12 +47,7 @@ def triaged_reports(reader: LogdirReader, members: list[str]) -> list[dict]:
 def job_logdir(tmp_path_factory):
     """job: rank 1 NaN (reported online), rank 2 without online analysis, ranks 0 and 3 healthy;
     job_killed: rank 2 killed before its NaN reached an online analysis."""
-    logdir = tmp_path_factory.mktemp("triage_reading")
-    for rank, fault in enumerate(("", "nan", "", "")):
-        train_rank(logdir / "job", rank, fault, online_analysis=rank != 2)
-    for rank, fault in enumerate(("", "", "killed", "")):
-        train_rank(logdir / "job_killed", rank, fault)
-    return logdir
+    return write_jobs(tmp_path_factory.mktemp("triage_reading"))
 
 
 batches = st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=12), min_size=1, max_size=6)
