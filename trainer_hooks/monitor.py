@@ -133,7 +133,9 @@ class HealthMonitor(Callback):
             return
         if self._choose_graphs:
             step = int(run_context.original_args().cur_step_num)  # already this step's number
-            self._health_cell.param_norms = self.health.is_collect_step(step)
+            wanted = self.health.is_collect_step(step)
+            if wanted != self._health_cell.param_norms:  # a Cell's setattr is not free
+                self._health_cell.param_norms = wanted
         self.health.step_begins()
 
     @never_raises

@@ -10,7 +10,8 @@ to fetch per step.
 
 `global_norm` is the cheap every-step variant for the global norm alone, without any control
 flow (a run-time branch splits a compiled graph and costs about what it would save): the
-gradients flattened into one float64 vector and one sum of squares. Every finite float32 square
+gradients concatenated into one float32 vector (one kernel; per-tensor work costs a kernel
+launch per parameter), cast once to float64, one sum of squares. Every finite float32 square
 (2e-90 to 1.2e77) is a normal float64, so that sum neither underflows nor overflows, NaN/Inf kept.
 """
 
@@ -27,7 +28,7 @@ FLOAT32_TINY = 1.1754944e-38  # smallest normal float32: the divisor floor for a
 SAFE_SQUARE_SUM = 2.0**-100
 
 _param_norm = C.MultitypeFuncGraph("tb_health_param_norm")
-_flat_float64 = C.MultitypeFuncGraph("tb_health_flat_float64")
+_flat_float32 = C.MultitypeFuncGraph("tb_health_flat_float32")
 _square_sum = C.MultitypeFuncGraph("tb_health_square_sum")
 
 
@@ -37,9 +38,9 @@ def _plain_square_sum(tensor):
     return ops.reduce_sum(values * values)
 
 
-@_flat_float64.register("Tensor")
-def _flat_as_float64(tensor):
-    return ops.reshape(ops.cast(tensor, mstype.float64), (-1,))
+@_flat_float32.register("Tensor")
+def _flat_as_float32(tensor):
+    return ops.reshape(ops.cast(tensor, mstype.float32), (-1,))  # no kernel for float32 gradients
 
 
 @_param_norm.register("Tensor")
@@ -75,7 +76,7 @@ def grad_norm_stats(grads):
 def global_norm(grads):
     """The L2 norm of all gradients as one float32 scalar, branch-free, exact for any float32
     gradients (see the module docstring). Usable inside `Cell.construct` and `ms.jit`."""
-    flat = ops.concat(_hyper_map(_flat_float64, grads))
+    flat = ops.cast(ops.concat(_hyper_map(_flat_float32, grads)), mstype.float64)
     return ops.cast(ops.sqrt(ops.reduce_sum(flat * flat)), mstype.float32)
 
 

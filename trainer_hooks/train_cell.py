@@ -186,7 +186,8 @@ class TrainOneStepWithHealth(_HealthStep):
         if self.param_norms:
             return super().__call__(*args, **kwargs)
         twin = self.global_norm_step
-        twin.device_window = self.device_window  # a constant of its graph too, set like the owner's
+        if twin.device_window != self.device_window:  # a constant of its graph too, set like the owner's
+            twin.device_window = self.device_window
         return twin(*args, **kwargs)
 
     def reset_window(self) -> None:
