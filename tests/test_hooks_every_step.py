@@ -162,6 +162,32 @@ def test_sink_mode_runs_the_full_graph_every_step(tmp_path):
     assert sorted(logged[f"grad_norm/{cell.weights[0].name}"]) == [4, 8]
 
 
+def test_the_global_norm_only_graph_keeps_dynamic_loss_scaling(tmp_path):
+    """Loss scaling in the lean graph: an overflowing step there is flagged, skipped and lowers
+    the scale like in the full graph, and the window's overflow count covers every step."""
+    from trainer_hooks.train_cell import HEALTH_LOSS_SCALE, HEALTH_OVERFLOW
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = mlp()
+    scale_cell = nn.DynamicLossScaleUpdateCell(loss_scale_value=2.0**127, scale_factor=2**20, scale_window=1000)
+    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.001), scale_sense=scale_cell)
+    monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=4, online_analysis=False)
+    vectors = HealthVectors()
+    x, y = regression_data(12 * BATCH)
+    train_set = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
+    ms.Model(cell).train(1, train_set, callbacks=[monitor, vectors], dataset_sink_mode=False)
+    overflow = {step: health[HEALTH_OVERFLOW] for step, health in vectors.vectors.items()}
+    scale = {step: health[HEALTH_LOSS_SCALE] for step, health in vectors.vectors.items()}
+    lean_overflows = [s for s in (2, 3) if overflow[s] == 1.0]
+    assert lean_overflows, overflow  # 2^127 / 2^20 still overflows: the lean graph meets one
+    for step in lean_overflows:
+        assert np.isnan(vectors.vectors[step][HEALTH_GRAD_STATS + 1 :]).all()
+        assert scale[step + 1] == scale[step] / 2**20
+    logged = scalars(tmp_path / "logs" / "rank_0")
+    windows = {1: [1], 4: [2, 3, 4], 8: [5, 6, 7, 8], 12: [9, 10, 11, 12]}
+    assert logged["train/overflow_count"] == {end: sum(overflow[s] for s in steps) for end, steps in windows.items()}
+
+
 class ScaledLoss(nn.Cell):
     """The MSE times `factor`: with 1e-30 the gradients' squares underflow float32 to 0, with
     1e30 they overflow it to inf."""
