@@ -7,6 +7,12 @@ inside float32's range (zero, below 2^-100, or not finite) is every norm recompu
 `peak * sqrt(sum((x / peak)^2))` with `peak = max|x|`, exact for any finite input, NaN/Inf kept.
 The result is ONE small float32 vector, `[global, p_1, ..., p_k]`, the only thing the host has
 to fetch per step.
+
+`global_norm` is the cheap every-step variant for the global norm alone, without any control
+flow (a run-time branch splits a compiled graph and costs about what it would save): the
+gradients concatenated into one float32 vector (one kernel; per-tensor work costs a kernel
+launch per parameter), cast once to float64, one sum of squares. Every finite float32 square
+(2e-90 to 1.2e77) is a normal float64, so that sum neither underflows nor overflows, NaN/Inf kept.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ FLOAT32_TINY = 1.1754944e-38  # smallest normal float32: the divisor floor for a
 SAFE_SQUARE_SUM = 2.0**-100
 
 _param_norm = C.MultitypeFuncGraph("tb_health_param_norm")
+_flat_float32 = C.MultitypeFuncGraph("tb_health_flat_float32")
 _square_sum = C.MultitypeFuncGraph("tb_health_square_sum")
 
 
@@ -29,6 +36,11 @@ _square_sum = C.MultitypeFuncGraph("tb_health_square_sum")
 def _plain_square_sum(tensor):
     values = ops.cast(tensor, mstype.float32)
     return ops.reduce_sum(values * values)
+
+
+@_flat_float32.register("Tensor")
+def _flat_as_float32(tensor):
+    return ops.reshape(ops.cast(tensor, mstype.float32), (-1,))  # no kernel for float32 gradients
 
 
 @_param_norm.register("Tensor")
@@ -59,6 +71,13 @@ def grad_norm_stats(grads):
         per_param = ops.stack(_hyper_map(_param_norm, grads))
     global_norm = scaled_l2_norm(per_param)
     return ops.concat((ops.expand_dims(global_norm, 0), per_param))
+
+
+def global_norm(grads):
+    """The L2 norm of all gradients as one float32 scalar, branch-free, exact for any float32
+    gradients (see the module docstring). Usable inside `Cell.construct` and `ms.jit`."""
+    flat = ops.cast(ops.concat(_hyper_map(_flat_float32, grads)), mstype.float64)
+    return ops.cast(ops.sqrt(ops.reduce_sum(flat * flat)), mstype.float32)
 
 
 def jitted_grad_norm_stats():
