@@ -330,9 +330,10 @@ def analysis_cpu() -> dict:
     costs are `JOBS / TEMPLATE_JOBS` times these."""
     from tb_health_plugin.analysis import engine, triage
     from tb_health_plugin.readers import LogdirReader
+    from tb_health_plugin.service import heads_only_policy
 
     def read(heads_only: bool) -> tuple[LogdirReader, float]:
-        reader = LogdirReader(CACHE / "templates", heads_only=triage.heads_only_policy("on", dict) if heads_only else None)
+        reader = LogdirReader(CACHE / "templates", heads_only=heads_only_policy("on", dict) if heads_only else None)
         started = time.process_time()
         reader.refresh()
         return reader, time.process_time() - started

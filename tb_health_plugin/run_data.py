@@ -34,6 +34,12 @@ class ScalarSeries:
         return cls(steps_arr, np.asarray(wall_times, dtype=np.float64), np.asarray(values, dtype=np.float64))
 
 
+class ScalarHeads(ScalarSeries):
+    """A scalar series read heads-only (the readers' `HeadsBuilder`): its first and last surviving points, the
+    rest not kept. Enough for the run's step range and last logged step, not for any analysis of
+    its points: whoever needs those asks the reader for the run in full (`LogdirReader.read_in_full`)."""
+
+
 @dataclass(frozen=True)
 class HistogramSeries:
     """One histogram tag of one run.

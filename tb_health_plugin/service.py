@@ -41,6 +41,7 @@ from tb_health_plugin.logdir_config import (
 )
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.readers.discovery import MINDSPORE, TFEVENTS, event_file_format
+from tb_health_plugin.readers.logdir_reader import HeadsOnly
 from tb_health_plugin.readers.storage import Backoff
 from tb_health_plugin.roles import RoleMap, resolve_roles
 from tb_health_plugin.run_data import RunData
@@ -122,13 +123,22 @@ def unit_of(run: str) -> str:
     return f"job:{job}" if job is not None else f"run:{run}"
 
 
+def heads_only_policy(mode: str, overrides: Callable[[], dict[str, str]]) -> HeadsOnly:
+    """The reader's heads-only policy under triage `mode` (`triage.reads_heads_only`,
+    `triage.points_kept`); `overrides()`: the logdir's role overrides now."""
+    return HeadsOnly(
+        runs=lambda name, runs_found: triage.reads_heads_only(mode, name, runs_found),
+        keeps_points=lambda tag: tag in triage.points_kept(overrides()),
+    )
+
+
 class HealthService:
     def __init__(self, logdir: str, refresh_interval_s: float = REFRESH_INTERVAL_S):
         self.logdir = logdir
         self.refresh_interval_s = refresh_interval_s
         self.triage_mode = triage.mode_from_environment()  # ranks trusted from their online verdict
         # ranks that may be trusted are first read heads-only (`analysis/triage.py`, "Reading less")
-        self._reader = LogdirReader(logdir, heads_only=triage.heads_only_policy(self.triage_mode, lambda: self._config.tags))
+        self._reader = LogdirReader(logdir, heads_only=heads_only_policy(self.triage_mode, lambda: self._config.tags))
         self._lock = threading.Lock()  # guards the dicts below; held only briefly
         self._reports: dict[str, tuple[Any, dict[str, Any]]] = {}  # run -> (unit key, report)
         self._unit_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)

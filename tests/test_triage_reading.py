@@ -16,14 +16,15 @@ from tb_health_plugin import contract
 from tb_health_plugin.analysis import triage
 from tb_health_plugin.answers import series_payload
 from tb_health_plugin.readers import LogdirReader
-from tb_health_plugin.readers.accumulate import HeadsBuilder, ScalarBuilder, ScalarHeads
-from tb_health_plugin.service import HealthService
+from tb_health_plugin.readers.accumulate import HeadsBuilder, ScalarBuilder
+from tb_health_plugin.run_data import ScalarHeads
+from tb_health_plugin.service import HealthService, heads_only_policy
 from tests.eventlogs import WALL_TIME_START
 from tests.test_triage import RANKS, write_jobs
 
 
 def reader_of(logdir, heads_only: bool) -> LogdirReader:
-    policy = triage.heads_only_policy("on", dict) if heads_only else None
+    policy = heads_only_policy("on", dict) if heads_only else None
     reader = LogdirReader(logdir, heads_only=policy)
     reader.refresh()
     return reader

@@ -23,7 +23,7 @@ analysis thins a long run's older half, `online.MAX_POINTS_PER_TAG`); each repor
 way its rank was analysed, so the tab can say it.
 
 Reading less: on a logdir triaged, ranks other than rank 0 are first read heads-only
-(`readers.logdir_reader.HeadsOnly`, `heads_only_policy`): every scalar tag keeps its first and
+(`readers.logdir_reader.HeadsOnly`, built by `service.heads_only_policy` from `reads_heads_only` and `points_kept`): every scalar tag keeps its first and
 last points (the step range, the last logged step), and only the tags the decision and the
 cross-rank checks read keep every point (`points_kept`: the online verdict and whatever may play
 `CROSS_RANK_ROLES`; text and histograms are kept whole). `needing_points` then names the runs of a
@@ -42,10 +42,8 @@ from tb_health_plugin.analysis import engine
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.contract import FINDINGS, ONLINE_VERDICT, SCALAR_SPELLINGS, STATUSES, job_of, rank_of
-from tb_health_plugin.readers.accumulate import ScalarHeads
-from tb_health_plugin.readers.logdir_reader import HeadsOnly
 from tb_health_plugin.roles import resolve_roles
-from tb_health_plugin.run_data import RunData
+from tb_health_plugin.run_data import RunData, ScalarHeads
 
 ENV_MODE = "TB_HEALTH_TRIAGE"  # "auto" (default), "on" or "off"
 MODES = ("auto", "on", "off")
@@ -118,13 +116,10 @@ def points_kept(overrides: dict[str, str] | None = None) -> frozenset[str]:
     return frozenset(tags)
 
 
-def heads_only_policy(mode: str, overrides: Callable[[], dict[str, str]]) -> HeadsOnly:
-    """The reader's heads-only policy under triage `mode`: ranks other than rank 0 of a logdir
-    triaged; `overrides()`: the logdir's role overrides now."""
-    return HeadsOnly(
-        runs=lambda name, runs_found: enabled(mode, runs_found) and rank_of(name) not in (None, 0),
-        keeps_points=lambda tag: tag in points_kept(overrides()),
-    )
+def reads_heads_only(mode: str, name: str, runs_found: int) -> bool:
+    """Whether run `name` of a logdir of `runs_found` runs is read heads-only first under triage
+    `mode`: every rank but rank 0 of a logdir triaged."""
+    return enabled(mode, runs_found) and rank_of(name) not in (None, 0)
 
 
 def is_heads_only(run: RunData) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_health_plugin.resume import surviving_points
-from tb_health_plugin.run_data import Backtrack, HistogramSeries, ScalarSeries, TextSeries
+from tb_health_plugin.run_data import Backtrack, HistogramSeries, ScalarHeads, ScalarSeries, TextSeries
 
 _MIN_CAPACITY = 16
 
@@ -216,12 +216,6 @@ class TextBuilder(_ObjectSeriesBuilder):
 
     def snapshot(self) -> TextSeries:
         return TextSeries(self.steps.view(), self.wall_times.view(), list(self.objects))
-
-
-class ScalarHeads(ScalarSeries):
-    """A scalar series read heads-only (`HeadsBuilder`): its first and last surviving points, the
-    rest not kept. Enough for the run's step range and last logged step, not for any analysis of
-    its points: whoever needs those asks the reader for the run in full (`LogdirReader.read_in_full`)."""
 
 
 class HeadsBuilder:
