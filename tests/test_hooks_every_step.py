@@ -136,6 +136,28 @@ def test_per_parameter_norms_only_in_the_graph_of_the_logged_steps(tmp_path, mod
     assert np.isfinite(after[HEALTH_GRAD_STATS + 1 :]).all()  # direct calls: every norm, as by default
 
 
+def test_lean_steps_off_keeps_one_graph_computing_every_norm(tmp_path):
+    """`lean_steps=False` (a model whose second compile would cost more than it saves): every
+    step runs the full graph, per-parameter norms included, and nothing else changes."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    x, y = spiky_data()
+    losses, norms, param_norms = plain_loop(x, y)
+    net = mlp()
+    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.001)
+    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), optimizer)
+    monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=COLLECT_FREQ, online_analysis=False,
+                            lean_steps=False)
+    vectors = HealthVectors()
+    train_set = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
+    ms.Model(cell).train(1, train_set, callbacks=[monitor, vectors], dataset_sink_mode=False)
+
+    assert sorted(vectors.vectors) == list(range(1, STEPS + 1))
+    for step, health in vectors.vectors.items():
+        assert health[HEALTH_LOSS] == pytest.approx(losses[step], rel=1e-5)
+        assert health[HEALTH_GRAD_STATS] == pytest.approx(norms[step], rel=1e-5)
+        assert health[HEALTH_GRAD_STATS + 1 :] == pytest.approx(param_norms[step], rel=1e-5), step
+
+
 def test_sink_mode_runs_the_full_graph_every_step(tmp_path):
     """In sink mode the callback sees one step per sink and cannot choose a graph per step: every
     step computes every norm. Driven by hand as Model's device sink loop calls the callbacks (the

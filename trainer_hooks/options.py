@@ -31,6 +31,11 @@ class HealthOptions:
             and overflow flag still feed the window aggregates (`train/loss_max`,
             `train/loss_min`, `train/grad_norm_max`, `train/nonfinite_count`,
             `train/overflow_count`), so no spike is lost.
+        lean_steps: with `TrainOneStepWithHealth` outside sink mode, run the steps not logged in a
+            second compiled graph that computes the global gradient norm only (per-parameter
+            norms only at logged steps: +8% instead of +12% step time on a 31 ms CPU model).
+            That graph compiles once, at the first step not logged; set False where a compile
+            costs more than the steps save (a large model on Ascend, whose graphs take minutes).
         weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`
             (copies the weights to the host at that step and the one before). 0 turns it off.
         histogram_freq: every this many steps log `weight/<param>` (and `grad/<param>` when
@@ -74,6 +79,7 @@ class HealthOptions:
     log_dir: str | os.PathLike
     collect_freq: int = 10
     _: KW_ONLY
+    lean_steps: bool = True
     weight_freq: int = 50
     histogram_freq: int = 100
     histogram_ranks: Sequence[int] | None = (0,)
