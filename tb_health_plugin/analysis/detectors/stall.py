@@ -162,12 +162,12 @@ def stalled_convergence(
 def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, d1: int) -> LinearFit | None:
     """Steps 4-5 of the module doc: the Theil-Sen line over the whole domain when it shows a
     run stuck far from converged, else None."""
-    whole = _whole_change(steps[d0:d1].astype(np.float64), y[d0:d1])
-    if whole is None or not _flat_within(whole, STUCK_CHANGE_LOG, against_earlier_pace=False):
-        return None
     start = min(float(np.median(y[:START_POINTS])), float(y[0]))
     end_level = float(np.median(y[d1 - max(1, (d1 - d0) // 10) : d1]))
     if end_level <= start + np.log(NOT_HALVED_SHARE):
+        return None  # tested first: cheap, and most runs end here (no Theil-Sen line, no scipy.stats)
+    whole = _whole_change(steps[d0:d1].astype(np.float64), y[d0:d1])
+    if whole is None or not _flat_within(whole, STUCK_CHANGE_LOG, against_earlier_pace=False):
         return None
     warmup = _whole_change(x[: d0 + 1], y[: d0 + 1], min_points=START_POINTS)
     if warmup is not None and -warmup.change - Z_EQUIVALENCE * warmup.change_stderr > STUCK_CHANGE_LOG:
