@@ -115,5 +115,7 @@ def test_analysis_work_grows_linearly_with_points():
         return pstats.Stats(profile).total_calls, peak
 
     (small_calls, small_peak), (large_calls, large_peak) = work(20_000), work(160_000)
-    assert large_calls < 1.5 * small_calls  # 8x the points, about the same calls: vectorised
+    # 8x the points, far fewer than 8x the calls: vectorised. The running medians work in blocks of
+    # `robust.BLOCK_POINTS` (memory), a few dozen calls per block: 3 blocks against 1 here.
+    assert large_calls < 2 * small_calls
     assert large_peak < 8 * small_peak * 1.5  # memory proportional to the points
