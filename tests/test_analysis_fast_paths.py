@@ -2,7 +2,7 @@
 
 `tb-health check` on a healthy run must not import scipy.stats (about a second, more than the
 analysis of the run): the Student-t quantiles of the noise tail come from the special functions
-scipy.stats wraps. The binned line fits take their bin medians from one partition rather than
+scipy.stats wraps, and the Theil-Sen lines of the stall and divergence detectors from numpy. The binned line fits take their bin medians from one partition rather than
 `np.median`'s per-call machinery; the learning-rate shape fit computes its candidate curves a
 few at a time. Each is compared with the former code, kept here as the oracle. And `tb-health
 check` imports no other command's modules.
@@ -15,6 +15,7 @@ import io
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     binned_line,
     row_medians,
     t_quantile,
+    theil_sen,
 )
 from tb_health_plugin.cli import COMMAND_MODULES, build_parser, named_command
 from tests.eventlogs import write_scalars
@@ -126,13 +128,14 @@ def test_binned_line_unchanged(n: int, bins: int, slope: float, noise: float, ro
         assert bits(after.slope, after.stderr, after.span) == bits(before.slope, before.stderr, before.span)
 
 
-def test_checking_a_healthy_run_imports_no_scipy_stats(tmp_path: Path) -> None:
-    """A learning run's loss goes through every loss detector; none may pull in scipy.stats. (A
-    run whose loss did not halve over its high-rate stretch gets the stall test's Theil-Sen line,
-    which is scipy.stats': that one test needs it.)"""
+@pytest.mark.parametrize("fall", [8.0, 0.4], ids=["halves", "falls_a_fifth"])
+def test_checking_a_learning_run_imports_no_scipy_stats(tmp_path: Path, fall: float) -> None:
+    """A learning run's loss goes through every loss detector; none may pull in scipy.stats. A
+    run whose loss did not halve over its high-rate stretch also gets the stall test's Theil-Sen
+    line (numpy's, see `theil_sen`)."""
     rng = np.random.default_rng(3)
     steps = np.arange(1, 1501) * 10
-    loss = np.exp(np.log(1.5 + 8.0 * (1 + steps / 2000.0) ** -0.6) + 0.03 * rng.standard_normal(steps.size))
+    loss = np.exp(np.log(1.5 + fall * (1 + steps / 2000.0) ** -0.6) + 0.03 * rng.standard_normal(steps.size))
     lr = 3e-4 * np.minimum(1.0, steps / 5000.0)
     write_scalars(tmp_path / "run", {
         "train/loss": (steps, loss),
@@ -152,6 +155,28 @@ def test_checking_a_healthy_run_imports_no_scipy_stats(tmp_path: Path) -> None:
     # analysed (scipy.ndimage: the running medians), healthy, and neither scipy.stats nor the
     # notification sinks (`watch`'s mail and HTTP modules) imported on the way
     assert result.stdout.split() == ["0", "healthy", "False", "True", "False"], result.stdout + result.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(2, 120),
+    tied_x=st.booleans(),
+    rounded_y=st.booleans(),
+    alpha=st.sampled_from([0.95, 0.6827, 0.5, 0.3, 0.99]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_theil_sen_is_scipys(n: int, tied_x: bool, rounded_y: bool, alpha: float, seed: int) -> None:
+    """Slope, intercept and Sen's interval, ties in x and y included, as scipy.stats computes them."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.integers(0, n // 2 + 1, n).astype(np.float64) if tied_x else rng.normal(size=n))
+    y = 0.3 * x + rng.standard_t(3, n)
+    if rounded_y:
+        y = np.abs(np.round(y, 1))  # ties, and no -0.0 (sort and partition may order -0.0 and 0.0 apart)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.array(tuple(stats.theilslopes(y, x, alpha=alpha)), dtype=np.float64)
+    got = np.array(tuple(theil_sen(y, x, alpha=alpha)), dtype=np.float64)
+    assert np.array_equal(got, expected, equal_nan=True), (got, expected)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -54,7 +54,7 @@ def test_a_state_read_back_continues_as_the_reader_that_saved_it(tmp_path: Path)
     with open(path, "ab") as out:  # the file grows: both readers read the same new bytes
         out.write(b"".join(record(e.SerializeToString()) for e in _events(range(51, 81))))
     fresh = LogdirReader(logdir)
-    fresh.adopt({"run": restored})
+    fresh.take_saved_states({"run": restored})
     reader.refresh()
     fresh.refresh()
     before, after = reader.run("run"), fresh.run("run")

@@ -35,7 +35,8 @@ class HealthOptions:
             second compiled graph that computes the global gradient norm only (per-parameter
             norms only at logged steps: +8% instead of +12% step time on a 31 ms CPU model).
             That graph compiles once, at the first step not logged; set False where a compile
-            costs more than the steps save (a large model on Ascend, whose graphs take minutes).
+            costs more than the steps save (compile time grows with the model; on Ascend it was not
+            measured here).
         weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`
             (copies the weights to the host at that step and the one before). 0 turns it off.
         histogram_freq: every this many steps log `weight/<param>` (and `grad/<param>` when

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from tb_health_plugin.analysis import engine
@@ -110,9 +111,15 @@ def full_analysis_reason(run: RunData) -> str | None:
 
 def points_kept(overrides: dict[str, str] | None = None) -> frozenset[str]:
     """The scalar tags a rank read heads-only keeps whole: its online verdict and every spelling
-    of `CROSS_RANK_ROLES`, or the tags `overrides` name for them."""
+    of `CROSS_RANK_ROLES`, or the tags `overrides` name for them. (The reader asks once per tag
+    of every run: built once per set of overrides.)"""
+    return _points_kept(frozenset((role, tag) for role, tag in (overrides or {}).items() if role in CROSS_RANK_ROLES))
+
+
+@cache
+def _points_kept(overridden: frozenset[tuple[str, str]]) -> frozenset[str]:
     tags = {ONLINE_VERDICT, *(tag for role in CROSS_RANK_ROLES for tag in SCALAR_SPELLINGS[role])}
-    tags.update(tag for role, tag in (overrides or {}).items() if role in CROSS_RANK_ROLES)
+    tags.update(tag for _, tag in overridden)
     return frozenset(tags)
 
 

@@ -94,7 +94,7 @@ class CheckCache:
                 continue
             self._restored[state.name] = (state, state.version)
             self.tokens[state.name] = token
-        reader.adopt({name: state for name, (state, _) in self._restored.items()})
+        reader.take_saved_states({name: state for name, (state, _) in self._restored.items()})
 
     def save(self, reader) -> None:
         """Save the state of every run that changed (or was not cached); forget runs gone."""

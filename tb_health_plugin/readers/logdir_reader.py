@@ -540,7 +540,7 @@ class LogdirReader:
         using it. KeyError for an unknown run."""
         return self._state(name)
 
-    def adopt(self, states: dict[str, RunState]) -> None:
+    def take_saved_states(self, states: dict[str, RunState]) -> None:
         """Take saved reading states (`saved_state.load_run`) as the runs read so far: the next
         `refresh()` reads only what their files gained since."""
         with self._runs_lock:

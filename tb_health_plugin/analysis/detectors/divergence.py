@@ -66,7 +66,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.robust import TINY_LOG_SCALE, log_loss, robust_sigma, rolling_median
+from tb_health_plugin.analysis.detectors.robust import (
+    TINY_LOG_SCALE,
+    log_loss,
+    robust_sigma,
+    rolling_median,
+    theil_sen,
+)
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
 from tb_health_plugin.analysis.event import Event, Phrase
@@ -426,14 +432,13 @@ def _trend_onset(y, smooth, best, sigma: float, onset: int, start: int, stop: in
     takes to outgrow the noise. For a convex rise (an exponential blow-up) the line lies below
     the curve before `start`, so it never leaves the best level before the curve did.
     """
-    from scipy import stats
     peak = start + int(np.argmax(smooth[start:stop]))
     if peak - onset + 1 < TREND_MIN_POINTS:
         return onset
     index = np.arange(onset, peak + 1)
     if index.size > TREND_MAX_POINTS:  # Theil-Sen is quadratic in the points
         index = index[np.linspace(0, index.size - 1, TREND_MAX_POINTS).astype(int)]
-    slope, intercept, _, _ = stats.theilslopes(y[index], index)
+    slope, intercept, _, _ = theil_sen(y[index], index)
     if not slope > 0 or abs(intercept + slope * start - smooth[start]) > ONSET_Z * sigma:
         return onset  # not a straight rise (a blow-up that levels off): the line says nothing
     crossing = (best[start] - intercept) / slope

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -342,9 +342,48 @@ def row_medians(a: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(last), last, medians)
 
 
-def _mean(a: np.ndarray) -> np.floating:
-    """`a.mean()` of a float64 vector, the same sum and division, without its overhead (~8 us)."""
-    return np.add.reduce(a) / a.size
+class TheilSen(NamedTuple):
+    slope: float
+    intercept: float
+    low_slope: float
+    high_slope: float
+
+
+def theil_sen(y: np.ndarray, x: np.ndarray, alpha: float = 0.95) -> TheilSen:
+    """`scipy.stats.theilslopes(y, x, alpha)`, the same numbers: the median of the pairwise
+    slopes, the intercept median(y) - slope median(x) (scipy's default `method="separate"`),
+    and Sen's (1968) confidence interval of the slope with its correction for ties in x and y. Importing scipy.stats costs more than the analysis
+    of a healthy run (0.5-1 s); and where scipy sorts every slope, the three order statistics
+    need only one partition."""
+    from scipy import special
+    y = np.asarray(y, dtype=np.float64).ravel()
+    x = np.asarray(x, dtype=np.float64).ravel()
+    delta_x = x[:, np.newaxis] - x
+    rising = delta_x > 0
+    slopes = (y[:, np.newaxis] - y)[rising] / delta_x[rising]
+    if slopes.size == 0:
+        return TheilSen(np.nan, np.nan, np.nan, np.nan)
+    slope = float(np.median(slopes))
+    intercept = float(np.median(y) - slope * np.median(x))
+    z = special.ndtri(min(alpha, 1.0 - alpha) / 2.0)
+    n_pairs, n = slopes.size, y.size
+    sigma_squared = 1 / 18.0 * (n * (n - 1) * (2 * n + 5) - _tie_term(x) - _tie_term(y))
+    if not sigma_squared >= 0:
+        return TheilSen(slope, intercept, np.nan, np.nan)
+    sigma = np.sqrt(sigma_squared)
+    upper = min(int(np.round((n_pairs - z * sigma) / 2.0)), n_pairs - 1)
+    lower = max(int(np.round((n_pairs + z * sigma) / 2.0)) - 1, 0)
+    if lower >= n_pairs:
+        return TheilSen(slope, intercept, np.nan, np.nan)
+    part = np.partition(slopes, sorted({lower, upper}))
+    return TheilSen(slope, intercept, float(part[lower]), float(part[upper]))
+
+
+def _tie_term(values: np.ndarray) -> int:
+    """Sum of k (k - 1) (2k + 5) over the groups of k > 1 equal values (Sen's eq. 2.6)."""
+    _, counts = np.unique(values, return_counts=True)
+    k = counts[counts > 1].astype(np.int64)
+    return int(np.sum(k * (k - 1) * (2 * k + 5)))
 
 
 @dataclass(frozen=True)
@@ -379,11 +418,11 @@ def binned_line(x: np.ndarray, y: np.ndarray, bins: int = 16) -> LinearFit | Non
     pairs = np.empty((2, bins * width))
     pairs[0], pairs[1] = x[: bins * width], y[: bins * width]
     bx, by = row_medians(pairs.reshape(2, bins, width))
-    dx = bx - _mean(bx)
+    dx = bx - bx.mean()
     sxx = float(np.dot(dx, dx))
     if sxx <= 0:
         return None
-    by_centred = by - _mean(by)
+    by_centred = by - by.mean()
     slope = float(np.dot(dx, by_centred) / sxx)
     residual = by_centred - slope * dx
     stderr = float(np.sqrt(np.dot(residual, residual) / max(bins - 2, 1) / sxx)) if bins > 2 else 0.0

@@ -403,15 +403,6 @@ def _excursions(y: np.ndarray, warm: np.ndarray):
     return mask, trend, z, test.surprise(z), test
 
 
-def _beside_nonfinite(finite: np.ndarray) -> np.ndarray:
-    """Points with a non-finite neighbour (the logged point just before or after them)."""
-    bad = ~np.asarray(finite, dtype=bool)
-    out = np.zeros(bad.size, dtype=bool)
-    out[1:] |= bad[:-1]
-    out[:-1] |= bad[1:]
-    return out
-
-
 def loss_spikes(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
 ) -> list[Event]:
@@ -420,7 +411,8 @@ def loss_spikes(
     finite = np.isfinite(values)
     beside_nonfinite = None
     if not finite.all():  # copies only when there is something to leave out
-        beside_nonfinite = _beside_nonfinite(finite)[finite]
+        from scipy import ndimage
+        beside_nonfinite = ndimage.binary_dilation(~finite)[finite]  # a NaN/Inf just before or after
         steps, values = steps[finite], values[finite]
     del finite
     if steps.size < MIN_POINTS:

@@ -81,6 +81,8 @@ from tb_health_plugin.analysis.detectors.robust import (
     log_loss,
     robust_sigma,
     rolling_median,
+    t_quantile,
+    theil_sen,
 )
 from tb_health_plugin.analysis.detectors.schedule import Schedule
 from tb_health_plugin.analysis.event import Event, Phrase
@@ -162,10 +164,10 @@ def stalled_convergence(
 def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, d1: int) -> LinearFit | None:
     """Steps 4-5 of the module doc: the Theil-Sen line over the whole domain when it shows a
     run stuck far from converged, else None."""
-    start = min(float(np.median(y[:START_POINTS])), float(y[0]))
+    start = _start_level(y)
     end_level = float(np.median(y[d1 - max(1, (d1 - d0) // 10) : d1]))
     if end_level <= start + np.log(NOT_HALVED_SHARE):
-        return None  # tested first: cheap, and most runs end here (no Theil-Sen line, no scipy.stats)
+        return None  # tested first: cheap, and most runs end here (no Theil-Sen line)
     whole = _whole_change(steps[d0:d1].astype(np.float64), y[d0:d1])
     if whole is None or not _flat_within(whole, STUCK_CHANGE_LOG, against_earlier_pace=False):
         return None
@@ -177,11 +179,17 @@ def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, 
     return whole
 
 
+def _start_level(series: np.ndarray) -> float:
+    """Where the run started (step 4 of the module doc): the lower of the median of the first
+    `START_POINTS` values and the first one, the untrained model's."""
+    return min(float(np.median(series[:START_POINTS])), float(series[0]))
+
+
 def _converged(values: np.ndarray, s: int, d1: int) -> bool:
     """Step 6 of the module doc: a loss bounded below by zero whose tail stands at
     `CONVERGED_SHARE` of its start or below has fit its data; a flat tail there is
     convergence, not a stall."""
-    start = min(float(np.median(values[:START_POINTS])), float(values[0]))
+    start = _start_level(values)
     if np.any(values < 0) or start <= 0:
         return False  # a loss that goes below zero has no "share of the start"
     return float(np.median(values[s:d1])) <= CONVERGED_SHARE * start
@@ -190,14 +198,13 @@ def _converged(values: np.ndarray, s: int, d1: int) -> bool:
 def _whole_change(x: np.ndarray, y: np.ndarray, min_points: int = MIN_DOMAIN_POINTS) -> LinearFit | None:
     """Theil-Sen line of the log-loss over the whole domain, its standard error from Sen's
     confidence interval of the slope (at most `MAX_THEIL_SEN_POINTS`, evenly spread)."""
-    from scipy import stats
     if x.size < min_points or x[-1] <= x[0]:
         return None
     index = np.arange(x.size)
     if index.size > MAX_THEIL_SEN_POINTS:
         index = index[np.linspace(0, index.size - 1, MAX_THEIL_SEN_POINTS).astype(int)]
-    slope, _, low, high = stats.theilslopes(y[index], x[index], alpha=THEIL_SEN_ALPHA)
-    stderr = (high - low) / (2 * stats.norm.ppf(0.5 + THEIL_SEN_ALPHA / 2))
+    slope, _, low, high = theil_sen(y[index], x[index], alpha=THEIL_SEN_ALPHA)
+    stderr = (high - low) / (2 * t_quantile(np.inf, 0.5 + THEIL_SEN_ALPHA / 2))
     return LinearFit(float(slope), float(stderr), float(x[-1] - x[0]))
 
 
