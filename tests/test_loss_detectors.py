@@ -191,6 +191,20 @@ def test_a_run_ending_in_nan_diverged_and_is_nonfinite():
     assert str(int(steps[449])) in english(found[0])
 
 
+def test_a_loss_bad_at_the_first_logged_point_is_never_finite_only_when_it_stays_bad():
+    """zoo_dev_103's shape, logged every 10 steps: the untrained loss (2.1) blew up to Inf
+    before step 10, the first logged point, and came back finite at step 30 (31, then down to
+    1.8). "It was never finite" would send the user to the inputs and the initialisation; the
+    advice is about the first updates. A loss Inf at every point was never finite."""
+    steps = np.arange(10, 4301, 10)
+    values = np.concatenate([[np.inf, np.inf], 31.0 * np.exp(-np.arange(steps.size - 2) / 40.0) + 1.8])
+    found = nonfinite_values(steps, values, "loss", "training_loss", always_critical=True)
+    text = english(found[0])
+    assert found[0].step == 10 and "never finite" not in text and "first logged point and finite later" in text
+    never = nonfinite_values(steps, np.full(steps.size, np.inf), "loss", "training_loss", always_critical=True)
+    assert "It was never finite" in english(never[0])
+
+
 def test_a_plateau_at_a_high_learning_rate_is_a_stall():
     steps, y = curve(1200, seed=8)
     y[500:] = y[500] + 0.03 * np.random.default_rng(8).standard_normal(700)

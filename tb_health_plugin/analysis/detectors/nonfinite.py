@@ -41,7 +41,7 @@ def nonfinite_values(
         "what": Phrase(f"series.{what}"),
         "nonfinite": "/".join(kinds),
         "tail": Phrase("nonfinite.tail.persists" if persists else "nonfinite.tail.points"),
-        "then": Phrase("nonfinite.restart" if first_bad > 0 else "nonfinite.never_finite"),
+        "then": Phrase(_what_then(bad, first_bad)),
     }
     if first_bad > 0:
         args["restart_step"] = int(steps[first_bad - 1])
@@ -63,6 +63,16 @@ def nonfinite_values(
             },
         )
     ]
+
+
+def _what_then(bad: np.ndarray, first_bad: int) -> str:
+    """The advice: restart before the first bad point; or, when the first logged point is
+    already bad, say whether the series was never finite (inputs, labels, initialisation) or
+    turned finite later (it blew up before the first logged point: the first updates, or the
+    first batches)."""
+    if first_bad > 0:
+        return "nonfinite.restart"
+    return "nonfinite.never_finite" if bad.all() else "nonfinite.from_first_point"
 
 
 def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str) -> list[Event]:

@@ -13,6 +13,7 @@ KIND = register(
             "nonfinite.tail.points",
             "nonfinite.restart",
             "nonfinite.never_finite",
+            "nonfinite.from_first_point",
             "nonfinite.counts",
             "nonfinite.end_of_divergence",
             "nonfinite.end_of_divergence.gradient_too",
