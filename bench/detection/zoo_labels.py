@@ -13,7 +13,13 @@ Rules, in this order (a run may get several kinds):
 2. divergence: the run ends non-finite, or `final > DIVERGE_FACTOR * initial`, or
    `final > REBOUND_FACTOR * best` and `final - best > REBOUND_MIN_SHARE * initial`, where
    `best` is the least `smooth` before the end window (a run that learned and lost a material
-   part of it: a classifier at 1e-5 that ends at 1e-3 rebounded 100x and lost nothing). Onset: where `smooth` is least before it first exceeds
+   part of it: a classifier at 1e-5 that ends at 1e-3 rebounded 100x and lost nothing), or the
+   run climbed back: `held < initial`, `final - held > CLIMB_BACK_SHARE * (initial - held)` and `final - held >
+   REBOUND_MIN_SHARE * initial`, where `held` is the best level the run held for a tenth of
+   its steps (the least running median over `n // 10` steps before the end window, not one
+   lucky stretch): it ends nearer its untrained loss than its best and has lost a material
+   part of it (issue 14: coming back to the initial loss is not a recovery; the detector's
+   `climb_back.py` states the same rule on logged points). Onset: where `smooth` is least before it first exceeds
    `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
    A divergence is a "slow creep" when its loss rises, taking more than `CREEP_SHARE` of the
    run from the onset to that crossing. A crossing into NaN/Inf is no creep, however long
@@ -114,6 +120,7 @@ SMOOTH_DIVISOR = 50
 DIVERGE_FACTOR = 2.0
 REBOUND_FACTOR = 5.0
 REBOUND_MIN_SHARE = 0.25
+CLIMB_BACK_SHARE = 0.5
 ONSET_FACTOR = 2.0
 CREEP_SHARE = 0.10
 EXPLODE_DECADES = 2.0
@@ -187,7 +194,12 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     head = smooth[: max(1, n - window)]
     best = float(np.nanmin(head)) if np.isfinite(head).any() else initial
     rebound = final > REBOUND_FACTOR * best and final - best > REBOUND_MIN_SHARE * initial
-    if ends_bad or final > DIVERGE_FACTOR * initial or rebound:
+    held = running_median(safe, max(window, n // 10))[: max(1, n - window)]
+    held_best = float(np.nanmin(held)) if np.isfinite(held).any() else initial
+    lost = final - held_best
+    learned = initial - held_best
+    climbed_back = learned > 0 and lost > CLIMB_BACK_SHARE * learned and lost > REBOUND_MIN_SHARE * initial
+    if ends_bad or final > DIVERGE_FACTOR * initial or rebound or climbed_back:
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
         creep = crossing - onset > CREEP_SHARE * n and bool(finite[crossing])

@@ -1,4 +1,5 @@
-"""`divergence`: the loss rises for good, blows up, or ends non-finite or above where it began."""
+"""`divergence`: the loss rises for good, blows up, ends non-finite or above where it began, or
+climbs back most of the way to it."""
 
 from tb_health_plugin.analysis import diagnosis
 from tb_health_plugin.analysis.checks.loss import check_loss_curve
@@ -24,6 +25,7 @@ KIND = register(
             "divergence.rise.recovered",
             "divergence.rise.restart",
             "divergence.rise.lower_lr",
+            "divergence.climbed_back",
             "series.loss",
         ),
         causes=(

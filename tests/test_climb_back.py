@@ -1,0 +1,81 @@
+"""A loss that climbs back most of the way to where it started is a divergence, not a recovery.
+
+The series are built on zoo_dev_089's shape (an 8-class MLP under momentum SGD at a high rate,
+logged every step): 2.16 at the start, a held level of 1.4 at 40% of the run (089 held 1.54,
+which put it within 4% of the rule's floor), back at 2.10 for its last tenth, with its per-point noise (0.10 in log units, robust sigma around a running median).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_health_plugin.analysis.checks.loss import check_loss_curve
+from tb_health_plugin.analysis.detectors.climb_back import climbed_back
+from tb_health_plugin.analysis.render import render_finding
+from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.readers import read_logdir
+from tests.eventlogs import write_scalars
+
+
+def level_path(n: int, points: list[tuple[float, float]]) -> np.ndarray:
+    """A piecewise-linear loss level through (share of the run, loss) points."""
+    shares, levels = zip(*points, strict=True)
+    return np.interp(np.linspace(0, 1, n), shares, levels)
+
+
+def noisy(level: np.ndarray, sigma: float, seed: int) -> np.ndarray:
+    return level * np.exp(sigma * np.random.default_rng(seed).standard_normal(level.size))
+
+
+CLIMB = [(0.0, 2.16), (0.4, 1.4), (0.6, 1.5), (0.85, 2.1), (1.0, 2.1)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_loss_that_climbs_back_to_its_start_diverged(seed: int) -> None:
+    steps = np.arange(1, 312)
+    found = climbed_back(steps, noisy(level_path(311, CLIMB), 0.1, seed), "loss")
+    assert found is not None and found.kind == "divergence" and found.severity == "warning"
+    assert 0.25 * 311 <= found.step <= 0.55 * 311  # after the best level it held
+    assert found.evidence["lost_share_of_learned"] > 0.5
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_run_that_learns_and_plateaus_or_learned_little_did_not_climb_back(seed: int) -> None:
+    steps = np.arange(1, 1001)
+    plateau = [(0.0, 2.1), (0.3, 1.2), (1.0, 1.15)]
+    wobble = [(0.0, 2.08), (0.5, 1.98), (1.0, 2.05)]  # lost most of 0.1: a stall's business
+    assert climbed_back(steps, noisy(level_path(1000, plateau), 0.25, seed), "loss") is None
+    assert climbed_back(steps, noisy(level_path(1000, wobble), 0.25, seed), "loss") is None
+
+
+def test_too_few_and_too_noisy_points_say_nothing() -> None:
+    """Twenty points with a per-point noise of 0.8 in log units cannot tell a climb of 1.4 to
+    2.1 (0.41) from noise: the levels of two points each are that uncertain."""
+    steps = np.arange(10, 210, 10)
+    assert climbed_back(steps, noisy(level_path(20, CLIMB), 0.8, 3), "loss") is None
+    assert climbed_back(steps, noisy(level_path(20, CLIMB), 0.02, 3), "loss") is not None  # the noise decides
+
+
+def test_the_verdict_does_not_depend_on_the_loss_unit_or_the_step_numbering() -> None:
+    steps = np.arange(1, 312)
+    values = noisy(level_path(311, CLIMB), 0.1, 0)
+    base = climbed_back(steps, values, "loss")
+    scaled = climbed_back(steps, 10 * values, "loss")
+    shifted = climbed_back(steps + 100_000, values, "loss")
+    assert base is not None and scaled is not None and shifted is not None
+    assert scaled.evidence["lost_share_of_learned"] == pytest.approx(base.evidence["lost_share_of_learned"])
+    assert shifted.step == base.step + 100_000
+
+
+def test_the_check_reports_it_once_in_both_languages_and_no_stall(tmp_path) -> None:
+    """Through the loss check of a logged run: one divergence (the stall test does not run on
+    a run that diverged), its message naming the best level and the share lost."""
+    steps = np.arange(1, 312)
+    write_scalars(tmp_path / "run", {"train/loss": (steps, noisy(level_path(311, CLIMB), 0.1, 1))})
+    signals = RunSignals.from_run(read_logdir(tmp_path)[0])
+    found = [f for f in check_loss_curve(signals) if f.severity != "info"]
+    assert [f.kind for f in found] == ["divergence"]
+    english = render_finding(found[0], "en")["message"]
+    assert english.startswith("The loss climbed back from the best level it held") and "% of what it had learned" in english
+    assert "回升" in render_finding(found[0], "zh")["message"]
