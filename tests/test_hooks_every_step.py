@@ -136,6 +136,31 @@ def test_per_parameter_norms_only_in_the_graph_of_the_logged_steps(tmp_path, mod
     assert np.isfinite(after[HEALTH_GRAD_STATS + 1 :]).all()  # direct calls: every norm, as by default
 
 
+def test_a_model_above_the_lean_limit_runs_its_full_graph_every_step(tmp_path, monkeypatch):
+    """The lean graph's global norm copies every gradient (37 bytes a parameter): a model above
+    `LEAN_MAX_PARAMETERS` (here lowered below this MLP's 161) computes the per-tensor norms at
+    every step, logged or not, even when asked for the lean graph, with the same global norms."""
+    import trainer_hooks.norms
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    monkeypatch.setattr(trainer_hooks.norms, "LEAN_MAX_PARAMETERS", 100)
+    x, y = spiky_data()
+    losses, norms, param_norms = plain_loop(x, y)
+    net = mlp()
+    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), learning_rate=0.001))
+    assert not cell.lean_graph_fits
+    vectors = HealthVectors()
+    monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=COLLECT_FREQ, online_analysis=False)
+    train_set = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
+    ms.Model(cell).train(1, train_set, callbacks=[monitor, vectors], dataset_sink_mode=False)
+    assert sorted(vectors.vectors) == list(range(1, STEPS + 1))
+    for step, health in vectors.vectors.items():
+        assert health[HEALTH_GRAD_STATS] == pytest.approx(norms[step], rel=1e-5)
+        assert health[HEALTH_GRAD_STATS + 1 :] == pytest.approx(param_norms[step], rel=1e-5), step
+    cell.param_norms = False  # a direct caller asking for the lean graph gets the full one too
+    assert np.isfinite(cell(Tensor(x[:BATCH]), Tensor(y[:BATCH]))[1].asnumpy()[HEALTH_GRAD_STATS + 1 :]).all()
+
+
 def test_lean_steps_off_keeps_one_graph_computing_every_norm(tmp_path):
     """`lean_steps=False` (a model whose second compile would cost more than it saves): every
     step runs the full graph, per-parameter norms included, and nothing else changes."""

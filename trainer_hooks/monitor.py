@@ -124,7 +124,7 @@ class HealthMonitor(Callback):
             self._health_cell.device_window = sinking
             self._health_cell.reset_window()
             # per-parameter norms only in the graph of the steps that log them; a sink runs one graph
-            self._choose_graphs = not sinking and self.options.lean_steps
+            self._choose_graphs = not sinking and self.options.lean_steps and self._health_cell.lean_graph_fits
         self._on_begin(cb_params)
 
     @never_raises

@@ -34,7 +34,9 @@ class HealthOptions:
         lean_steps: with `TrainOneStepWithHealth` outside sink mode, run the steps not logged in a
             second compiled graph that computes the global gradient norm only (per-parameter
             norms only at logged steps: +8% instead of +12% step time on a 31 ms CPU model).
-            That graph compiles once, at the first step not logged; set False where a compile
+            That graph compiles once, at the first step not logged. Models above 2M parameters
+            (`norms.LEAN_MAX_PARAMETERS`) run the full graph every step: the lean graph's global
+            norm copies every gradient, and their steps are long enough. Set False where a compile
             costs more than the steps save (compile time grows with the model; on Ascend it was not
             measured here).
         weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`

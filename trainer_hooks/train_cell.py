@@ -22,7 +22,8 @@ per parameter tensor, a tenth of a small model's step, but only logged steps wri
 cell holds a twin, `global_norm_step`, sharing its network, optimizer and parameters, whose graph
 computes the global norm only (`norms.global_norm`, branch-free) and leaves the per-parameter
 slots NaN. Setting `param_norms = False` routes the next calls to the twin; `HealthMonitor` does
-so for the steps it does not log, and sets it back after training (direct calls compute every
+so for the steps it does not log (the twin's global norm copies every gradient: above
+`norms.LEAN_MAX_PARAMETERS` parameters the cell runs its full graph every step instead), and sets it back after training (direct calls compute every
 norm by default). Each graph compiles once, at its first step. A choice made with a tensor flag
 inside one graph instead costs about what it saves (control flow splits the compiled step). In
 sink mode the callback sees one step per sink and cannot choose per step: the full graph runs
@@ -38,7 +39,7 @@ from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
 from mindspore.ops import functional as F
 
-from trainer_hooks.norms import global_norm, grad_norm_stats
+from trainer_hooks.norms import global_norm, grad_norm_stats, lean_graph_fits
 
 # Positions in the health vector.
 HEALTH_LR = 0
@@ -153,7 +154,8 @@ class TrainOneStepWithHealth(_HealthStep):
         device_window: keep the window aggregates on the device (default True); read when the
             graph is compiled (see the module docstring).
         param_norms: compute the per-parameter norms in the next calls (default True); off, the
-            calls run the global-norm-only graph of `global_norm_step` (see the module docstring).
+            calls run the global-norm-only graph of `global_norm_step` (see the module docstring),
+            if `lean_graph_fits` (the model has at most `norms.LEAN_MAX_PARAMETERS` parameters).
     """
 
     def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense=None) -> None:
@@ -181,9 +183,10 @@ class TrainOneStepWithHealth(_HealthStep):
         super().__init__(network, optimizer, True, **shared)
         self.global_norm_step = _HealthStep(network, optimizer, False, **shared)
         self.param_norms = True
+        self.lean_graph_fits = lean_graph_fits(self.weights)
 
     def __call__(self, *args, **kwargs):
-        if self.param_norms:
+        if self.param_norms or not self.lean_graph_fits:
             return super().__call__(*args, **kwargs)
         twin = self.global_norm_step
         if twin.device_window != self.device_window:  # a constant of its graph too, set like the owner's
