@@ -187,6 +187,13 @@ def test_a_full_disk_for_the_report_is_one_line_and_exit_2(logdir):
     assert err == "tb-health check: cannot write the output: No space left on device\n"
 
 
+def interruptible() -> None:
+    """In the child before exec: Ctrl-C's default action. A test run started in the background
+    of a non-interactive shell (`cmd &` in a script) ignores SIGINT, its children inherit that,
+    and Python then installs no KeyboardInterrupt handler: the command would run to the end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     """The report is far larger than a pipe holds and nobody reads it: once its first line has
     arrived the command is certainly still running (blocked writing the rest) when the
@@ -195,7 +202,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     long_name = "r" * 200
     for index in range(400):  # ~400 verdict lines of ~230 bytes: several pipe buffers
         write_scalars(tmp_path / f"{long_name}_{index:03d}", {"train/loss": (steps, np.exp(y))})
-    process = console(str(tmp_path), stdout=subprocess.PIPE)
+    process = console(str(tmp_path), stdout=subprocess.PIPE, preexec_fn=interruptible)
     assert process.stdout.readline(), "the report started"
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
