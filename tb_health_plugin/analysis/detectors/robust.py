@@ -350,33 +350,37 @@ class TheilSen(NamedTuple):
 
 
 def theil_sen(y: np.ndarray, x: np.ndarray, alpha: float = 0.95) -> TheilSen:
-    """`scipy.stats.theilslopes(y, x, alpha)`, the same numbers: the median of the pairwise
-    slopes, the intercept median(y) - slope median(x) (scipy's default `method="separate"`),
-    and Sen's (1968) confidence interval of the slope with its correction for ties in x and y. Importing scipy.stats costs more than the analysis
-    of a healthy run (0.5-1 s); and where scipy sorts every slope, the three order statistics
-    need only one partition."""
+    """`scipy.stats.theilslopes(y, x, alpha)` for finite x and y, the same numbers: the median
+    of the pairwise slopes, the intercept median(y) - slope median(x) (scipy's default
+    `method="separate"`), and Sen's (1968) confidence interval of the slope with its correction
+    for ties in x and y. Importing scipy.stats costs more than the analysis of a healthy run
+    (0.5-1 s); and where scipy sorts every slope, the median and the interval's two order
+    statistics need only one partition."""
     from scipy import special
     y = np.asarray(y, dtype=np.float64).ravel()
     x = np.asarray(x, dtype=np.float64).ravel()
     delta_x = x[:, np.newaxis] - x
     rising = delta_x > 0
     slopes = (y[:, np.newaxis] - y)[rising] / delta_x[rising]
-    if slopes.size == 0:
-        return TheilSen(np.nan, np.nan, np.nan, np.nan)
-    slope = float(np.median(slopes))
-    intercept = float(np.median(y) - slope * np.median(x))
-    z = special.ndtri(min(alpha, 1.0 - alpha) / 2.0)
     n_pairs, n = slopes.size, y.size
+    if n_pairs == 0:
+        return TheilSen(np.nan, np.nan, np.nan, np.nan)
+    z = special.ndtri(min(alpha, 1.0 - alpha) / 2.0)
     sigma_squared = 1 / 18.0 * (n * (n - 1) * (2 * n + 5) - _tie_term(x) - _tie_term(y))
-    if not sigma_squared >= 0:
+    interval = None
+    if sigma_squared >= 0:
+        sigma = np.sqrt(sigma_squared)
+        upper = min(int(np.round((n_pairs - z * sigma) / 2.0)), n_pairs - 1)
+        lower = max(int(np.round((n_pairs + z * sigma) / 2.0)) - 1, 0)
+        interval = (lower, upper) if lower < n_pairs else None
+    half = n_pairs // 2
+    middle = (half,) if n_pairs % 2 else (half - 1, half)
+    part = np.partition(slopes, sorted({*middle, *(interval or ())}))  # one partition for all
+    slope = float(part[half] if n_pairs % 2 else (part[half - 1] + part[half]) / 2)  # np.median's mean
+    intercept = float(np.median(y) - slope * np.median(x))
+    if interval is None:
         return TheilSen(slope, intercept, np.nan, np.nan)
-    sigma = np.sqrt(sigma_squared)
-    upper = min(int(np.round((n_pairs - z * sigma) / 2.0)), n_pairs - 1)
-    lower = max(int(np.round((n_pairs + z * sigma) / 2.0)) - 1, 0)
-    if lower >= n_pairs:
-        return TheilSen(slope, intercept, np.nan, np.nan)
-    part = np.partition(slopes, sorted({lower, upper}))
-    return TheilSen(slope, intercept, float(part[lower]), float(part[upper]))
+    return TheilSen(slope, intercept, float(part[interval[0]]), float(part[interval[1]]))
 
 
 def _tie_term(values: np.ndarray) -> int:
