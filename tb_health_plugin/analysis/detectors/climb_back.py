@@ -25,7 +25,13 @@ Method, on the finite points of a positive loss (a loss that can be zero or nega
    maximum of k Gaussians), and the difference of two levels has standard deviation s sqrt(2).
    The climb must exceed s (sqrt(2 ln k) + `Z_EXCESS` sqrt(2)), `Z_EXCESS` = 6 as in the
    divergence detector: noise alone does not reach it at any run length. sigma is the run's
-   robust per-point noise around a 17-point running median (as in `divergence.py`).
+   robust per-point noise around a 17-point running median (as in `divergence.py`). Noise that
+   wanders (lag-1 autocorrelation rho of those residuals, estimated from MADs as the spike
+   detector does) averages out more slowly: s is multiplied by sqrt((1 + rho) / (1 - rho)),
+   the variance ratio of a mean of AR(1) points. Wander slower than the 17-point median is in
+   neither sigma nor rho: against that, the floors of step 2 guard (a quarter of the start
+   loss). On 200 plateaus with AR(1) noise of rho 0.8 and sd 0.2 in log units the test fires on
+   2, without the rho factor on 12; at rho 0.9 on 20 of 200 either way (`test_climb_back.py`).
 
 The finding is a warning (the run ended; nothing says it keeps rising) from the first point
 after the best level; the advice is to restart from the checkpoint nearest that level.
@@ -47,6 +53,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     robust_sigma,
     rolling_median,
 )
+from tb_health_plugin.analysis.detectors.spikes import robust_lag1_autocorrelation
 from tb_health_plugin.analysis.event import Event, Phrase
 
 MIN_POINTS = 20  # fewer, and a tenth of the run is 1 point: no held level, only points
@@ -73,8 +80,10 @@ def climbed_back(steps: np.ndarray, values: np.ndarray, tag: str, what: str = "l
     learned, lost = start_loss - best_loss, end_loss - best_loss
     if not (learned > 0 and lost > LOST_SHARE * learned and lost > MIN_SHARE_OF_START * start_loss):
         return None
-    sigma = max(robust_sigma(y - rolling_median(y, NOISE_TREND_WINDOW, edges="trend")), TINY_LOG_SCALE)
-    level_sd = MEDIAN_SD * sigma / np.sqrt(window)
+    residual = y - rolling_median(y, NOISE_TREND_WINDOW, edges="trend")
+    sigma = max(robust_sigma(residual), TINY_LOG_SCALE)
+    rho = robust_lag1_autocorrelation(residual)
+    level_sd = MEDIAN_SD * sigma / np.sqrt(window) * np.sqrt((1 + rho) / (1 - rho))
     windows = max(n / window, 2.0)
     noise = level_sd * (np.sqrt(2 * np.log(windows)) + Z_EXCESS * np.sqrt(2))
     if end - best <= noise:
@@ -96,6 +105,7 @@ def climbed_back(steps: np.ndarray, values: np.ndarray, tag: str, what: str = "l
             "climb_log": float(end - best),
             "noise_log": float(noise),
             "noise_sigma_log": float(sigma),
+            "noise_lag1_autocorrelation": float(rho),
             "level_window_points": int(window),
             "last_healthy_step": int(steps[best_at]),
         },
