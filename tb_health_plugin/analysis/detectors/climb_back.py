@@ -33,6 +33,13 @@ Method, on the finite points of a positive loss (a loss that can be zero or nega
    loss). On 200 plateaus with AR(1) noise of rho 0.8 and sd 0.2 in log units the test fires on
    2, without the rho factor on 12; at rho 0.9 on 20 of 200 either way (`test_climb_back.py`).
 
+4. Long series: a running median over a tenth of millions of points is slow (30 s at 5M), so
+   above `MAX_LEVEL_POINTS` the series is first reduced to the medians of consecutive groups of
+   g points (at most 4000 of them; the log of each group's median of the loss, the same as the
+   median of its logs for odd g) and steps 1-3 run on those. The noise is then estimated on the
+   group medians themselves, so the bound of step 3 stays that of the points it is applied to
+   (the start keeps the first raw points: a fast-falling loss is far lower a group later).
+
 The finding is a warning (the run ended; nothing says it keeps rising) from the first point
 after the best level; the advice is to restart from the checkpoint nearest that level.
 """
@@ -52,6 +59,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     odd_window,
     robust_sigma,
     rolling_median,
+    row_medians,
 )
 from tb_health_plugin.analysis.detectors.spikes import robust_lag1_autocorrelation
 from tb_health_plugin.analysis.event import Event, Phrase
@@ -61,21 +69,27 @@ LEVEL_SHARE = 0.10  # the best level is one held for a tenth of the run; the end
 LOST_SHARE = 0.5
 MIN_SHARE_OF_START = 0.25
 MEDIAN_SD = 1.2533  # standard deviation of a median of m Gaussian values: 1.2533 sigma / sqrt(m)
+MAX_LEVEL_POINTS = 4000  # longer series are judged on the medians of groups of points (step 4)
+GROUPS_AT_ONCE = 256  # group medians computed per partition: temporaries of 256 groups' points
 
 
 def climbed_back(steps: np.ndarray, values: np.ndarray, tag: str, what: str = "loss") -> Event | None:
     """A warning when the loss ends having lost most of what it learned, else None."""
+    steps, values = np.asarray(steps), np.asarray(values, dtype=np.float64)
     finite = np.isfinite(values)
-    steps, values = np.asarray(steps)[finite], np.asarray(values, dtype=np.float64)[finite]
-    n = values.size
-    if n < MIN_POINTS or np.any(values <= 0):
+    if not finite.all():  # copies only when there is something to leave out (memory: robust.py)
+        steps, values = steps[finite], values[finite]
+    del finite
+    if values.size < MIN_POINTS or np.any(values <= 0):
         return None
-    y = np.log(values)
+    start = float(np.median(np.log(values[:EDGE_POINTS])))
+    steps, y = _grouped_log(steps, values)
+    n = y.size
     window = odd_window(max(SMOOTH_WINDOW, int(LEVEL_SHARE * n)))
     end_points = max(EDGE_POINTS, int(LEVEL_SHARE * n))
     held = rolling_median(y, window, edges="mirror")[: n - end_points]
     best_at = int(np.argmin(held))
-    start, best, end = float(np.median(y[:EDGE_POINTS])), float(held[best_at]), float(np.median(y[-end_points:]))
+    best, end = float(held[best_at]), float(np.median(y[-end_points:]))
     start_loss, best_loss, end_loss = np.exp(start), np.exp(best), np.exp(end)
     learned, lost = start_loss - best_loss, end_loss - best_loss
     if not (learned > 0 and lost > LOST_SHARE * learned and lost > MIN_SHARE_OF_START * start_loss):
@@ -110,3 +124,19 @@ def climbed_back(steps: np.ndarray, values: np.ndarray, tag: str, what: str = "l
             "last_healthy_step": int(steps[best_at]),
         },
     )
+
+
+def _grouped_log(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The log of the values; above `MAX_LEVEL_POINTS` points (step 4 of the module doc), the
+    log of the medians of consecutive groups of g points (the last n mod g left out), each at
+    its group's middle step, taken a few hundred groups at a time so that no whole-series
+    temporary is made."""
+    if values.size <= MAX_LEVEL_POINTS:
+        return steps, np.log(values)
+    group = values.size // MAX_LEVEL_POINTS + 1
+    groups = values.size // group
+    medians = np.empty(groups)
+    for first in range(0, groups, GROUPS_AT_ONCE):
+        last = min(first + GROUPS_AT_ONCE, groups)
+        medians[first:last] = row_medians(values[first * group : last * group].reshape(-1, group))
+    return steps[group // 2 : groups * group : group], np.log(medians)
