@@ -120,8 +120,8 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
     window_min = signals.loss_min.values if signals.loss_min is not None and len(signals.loss_min) else None
     found = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule, window_min=window_min)
     divergence = [f for f in found if f.kind == "divergence"]
-    if not divergence:
-        divergence = [f for f in [climbed_back(loss.steps, loss.values, signals.tag("loss"))] if f is not None]
+    if not divergence and (climb := climbed_back(loss.steps, loss.values, signals.tag("loss"))) is not None:
+        divergence = [climb]
     spikes = _merge_spikes([f for f in found if f.kind == "loss_spike"], check_spikes(signals), loss.steps)
     if divergence:
         if any(f.severity == "critical" for f in divergence):  # later jumps belong to the blow-up

@@ -14,10 +14,11 @@ Method, on the finite points of a positive loss (a loss that can be zero or nega
    the running median over `m = max(5, n / 10)` points (odd), before the end stretch: the
    best level the run *held* for a tenth of its length, not one lucky stretch. `end`: the
    median of the last `max(EDGE_POINTS, n / 10)` points.
-2. Material: the end lost more than `LOST_SHARE` (half) of what the run learned, end - best >
-   0.5 (start - best): it ends nearer its untrained loss than its best; and by at least
-   `MIN_SHARE_OF_START` (a quarter) of the start loss, end - best > 0.25 start, so that a run
-   that learned little (2.08 to 1.98 and back to 2.05: a stall's business) does not count.
+2. Material: the run learned (best < start), and the end lost more than `LOST_SHARE` (half) of
+   what it learned, end - best > 0.5 (start - best): it ends nearer its untrained loss than its
+   best; and by at least `MIN_SHARE_OF_START` (a quarter) of the start loss, end - best > 0.25
+   start, so that a run that learned little (2.08 to 1.98 and back to 2.05: a stall's business)
+   does not count.
    These are the zoo's label (`bench/detection/zoo_labels.py`, rule 2), stated on logged points.
 3. Significant, in log units: a median of m points of Gaussian noise sigma has standard
    deviation s = 1.2533 sigma / sqrt(m); the least of the k = n / m roughly independent window
@@ -57,11 +58,11 @@ from tb_health_plugin.analysis.detectors.divergence import (
 from tb_health_plugin.analysis.detectors.robust import (
     TINY_LOG_SCALE,
     odd_window,
+    robust_lag1_autocorrelation,
     robust_sigma,
     rolling_median,
     row_medians,
 )
-from tb_health_plugin.analysis.detectors.spikes import robust_lag1_autocorrelation
 from tb_health_plugin.analysis.event import Event, Phrase
 
 MIN_POINTS = 20  # fewer, and a tenth of the run is 1 point: no held level, only points

@@ -108,8 +108,8 @@ from tb_health_plugin.analysis.detectors.robust import (
     cumulative_sum,
     fit_noise_tail,
     log_loss,
-    mad,
     map_blocks,
+    robust_lag1_autocorrelation,
     rolling_median,
 )
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
@@ -203,23 +203,6 @@ def excursion_test(z_settled: np.ndarray, residual_settled: np.ndarray, points: 
     tail = fit_noise_tail(z_settled[keep])
     rho = robust_lag1_autocorrelation(residual_settled[keep])
     return ExcursionTest(tail=tail, rho=rho, per_test=ALPHA * FISHER_SHARE / (max(points, 1) * len(WIDTHS)))
-
-
-def robust_lag1_autocorrelation(residual: np.ndarray) -> float:
-    """Lag-1 autocorrelation from the MADs of the residuals and of their first differences.
-
-    For stationary noise var(r[t+1] - r[t]) = 2 var(r) (1 - rho), so rho = 1 - (MAD(diff) /
-    MAD(r))^2 / 2. Medians make this blind to the few plateaus being looked for, which inflate a
-    product-moment estimate (a +2 sigma plateau over 5% of the points reads as rho of 0.2).
-    Clipped to [0, 0.95] like `robust.lag1_autocorrelation`.
-    """
-    if residual.size < 8:
-        return 0.0
-    spread = mad(residual)
-    if spread <= 0:
-        return 0.0
-    ratio = mad(np.diff(residual)) / spread
-    return float(np.clip(1.0 - ratio**2 / 2.0, 0.0, 0.95))
 
 
 def excursion_mask(z: np.ndarray, test: ExcursionTest) -> np.ndarray:
