@@ -10,6 +10,7 @@ logdir is big enough for the wait to be noticed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -70,7 +71,21 @@ def register(subparsers, lang: str = "en") -> None:
         default=None,
         help=text("help.check.cache", lang),
     )
+    parser.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help=text("help.check.jobs", lang),
+    )
     parser.set_defaults(func=run)
+
+
+def _jobs(value: str) -> int:
+    jobs = int(value)
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} < 1")
+    return jobs
 
 
 def parse_tag_overrides(pairs: list[str], lang: str = "en") -> dict[str, str]:
@@ -110,11 +125,13 @@ def run(args: argparse.Namespace) -> int:
         say(PROG, problem)
         return EXIT_USAGE
     progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir), lang=lang)
+    from tb_health_plugin.commands.check_workers import auto_jobs
     from tb_health_plugin.readers.storage import StorageError  # the readers pull in protobuf: import on use
 
     with read_problems(PROG, lang) as problems:
         try:
-            report = check_logdir(args.logdir, overrides, progress, lang, cache_dir=args.cache)
+            report = check_logdir(args.logdir, overrides, progress, lang, cache_dir=args.cache,
+                                  jobs=args.jobs if args.jobs is not None else auto_jobs())
         except (MissingTagError, LogdirConfigError) as error:
             say(PROG, str(error))
             return EXIT_USAGE
@@ -158,12 +175,15 @@ def logdir_problem(logdir: str, lang: str = "en") -> str | None:
 
 def check_logdir(
     logdir: str, overrides: dict[str, str] | None = None, progress: Progress | None = None, lang: str = "en",
-    cache_dir: str | None = None,
+    cache_dir: str | None = None, jobs: int = 1,
 ) -> dict:
     """The contract report for every run under `logdir`, its findings written in `lang`, with the
     tag overrides of its `tb-health.toml` (as the Health tab uses them) replaced role by role by
     `overrides` (`--tag`); `LogdirConfigError` when that file cannot be used. With `cache_dir`,
-    what was read and analysed before is reused there (`check_cache`; the same report)."""
+    what was read and analysed before is reused there (`check_cache`; the same report). Without
+    a cache, a local logdir's runs are read and analysed in `jobs` worker processes
+    (`check_workers`; the same report); library callers keep the default, 1, since forking a
+    process that runs other threads is not safe."""
     from tb_health_plugin.readers.storage import is_url
 
     progress = progress or Progress(sys.stderr, show=False, lang=lang)
@@ -181,7 +201,18 @@ def check_logdir(
                 progress.text(message_id, **fields)))
         except OSError as error:
             progress.warn(progress.text("cli.cache.unusable", cache=cache_dir, problem=error.strerror or error))
-    runs = _read_runs(logdir, cache, progress)
+    with contextlib.ExitStack() as stack:
+        workers = None
+        if jobs > 1 and cache is None and not is_url(logdir):
+            from tb_health_plugin.analysis import engine  # noqa: F401 - imported once, before the workers fork
+            from tb_health_plugin.commands.check_workers import RunWorkers
+
+            workers = stack.enter_context(RunWorkers(jobs))
+        return _check(logdir, overrides, progress, lang, from_file, cache, workers, started)
+
+
+def _check(logdir, overrides, progress, lang, from_file, cache, workers, started) -> dict:
+    runs = _read_runs(logdir, cache, progress, workers)
     check_overrides_present(runs, overrides or {}, progress)
     check_overrides_present(runs, {r: t for r, t in from_file.items() if r not in (overrides or {})}, progress,
                             source=CONFIG_FILE)
@@ -193,20 +224,27 @@ def check_logdir(
     from tb_health_plugin.analysis.engine import analyze_runs, logdir_report  # not needed for --help
 
     def analyze(some_runs: list, run_findings=None) -> list[dict]:
-        return analyze_runs(some_runs, overrides, lang=lang, run_findings=run_findings,
-                            on_progress=progress.analysed)
+        on_progress = progress.analysed
+        if workers is not None and run_findings is None:
+            own = workers.findings(some_runs, overrides, on_progress)
+            run_findings, on_progress = (lambda signals: own[signals.run]), None
+        return analyze_runs(some_runs, overrides, lang=lang, run_findings=run_findings, on_progress=on_progress)
 
     reports = analyze(runs) if cache is None else cache.analyse(runs, overrides, lang, analyze)
     return logdir_report(logdir, reports, lang)
 
 
-def _read_runs(logdir: str, cache, progress: Progress) -> list:
-    """Every run under `logdir`, read in full or, with a cache, resumed from its saved state."""
+def _read_runs(logdir: str, cache, progress: Progress, workers=None) -> list:
+    """Every run under `logdir`, read in full (by `workers` when given) or, with a cache,
+    resumed from its saved state."""
+    from tb_health_plugin.readers.discovery import discover_runs
     from tb_health_plugin.readers.logdir_reader import LogdirReader, read_logdir, refresh_fully
 
     def on_retry(problem: str, wait_s: float) -> None:
         progress.warn(progress.text("cli.progress.retry", problem=problem, wait=wait_s))
 
+    if workers is not None:
+        return workers.read(discover_runs(logdir))
     if cache is None:
         return read_logdir(logdir, attempts=STORAGE_ATTEMPTS, on_retry=on_retry)
     reader = LogdirReader(logdir)
