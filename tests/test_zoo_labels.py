@@ -75,3 +75,36 @@ def test_a_vanishing_gradient_run_whose_loss_did_not_move_is_labelled_stalled_to
     moving = cases_signals.ms_labels(spec, {"train/loss": (steps, learning), "train/lr": lr})
     assert set(stuck) == {"vanishing_gradients", "stalled_convergence"}
     assert set(moving) == {"vanishing_gradients"}
+
+
+def near_zero_run_with_a_corrupted_batch(rng: np.random.Generator, after_level: float) -> np.ndarray:
+    """A converged classifier's per-step loss near 0.07 (start 2.1), a batch at 5.9 at step 93,
+    then `after_level` times the context for 20 steps before settling again."""
+    loss = np.concatenate([np.linspace(2.1, 0.07, 40), np.full(235, 0.07)]) * np.exp(0.3 * rng.standard_normal(275))
+    loss[93] = 5.9
+    loss[94:114] *= after_level
+    return loss
+
+
+def test_a_spike_that_gave_back_its_jump_is_labelled_even_when_the_context_was_noisy():
+    # like zoo_dev_116 (the next steps' median at 1.53 times a context of 0.07): here 2.5 times the
+    # context, which the "1.5 times" form refuses, while 98% of the jump is given back
+    loss = near_zero_run_with_a_corrupted_batch(np.random.default_rng(8), after_level=2.5)
+    initial = float(np.median(loss[:5]))
+    assert 93 in zoo_labels.spike_steps(loss, initial, 5)
+
+
+def test_a_jump_the_loss_stays_at_is_no_spike():
+    loss = near_zero_run_with_a_corrupted_batch(np.random.default_rng(9), after_level=40.0)
+    initial = float(np.median(loss[:5]))
+    assert 93 not in zoo_labels.spike_steps(loss, initial, 5)
+
+
+def test_hard_batches_one_step_in_four_reaches_are_no_spikes():
+    # like zoo_dev_050: a float16 classifier at exactly 0 on most batches, 1-5 on one in four
+    rng = np.random.default_rng(10)
+    loss = np.where(rng.random(300) < 0.25, rng.uniform(1.0, 5.0, 300), 0.0)
+    loss[:20] = np.linspace(2.1, 0.5, 20)
+    assert zoo_labels.spike_steps(loss, 2.0, 6) == []
+    loss[200] = 40.0  # a corrupted batch far above anything the run reaches
+    assert zoo_labels.spike_steps(loss, 2.0, 6) == [200]
