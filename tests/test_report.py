@@ -4,6 +4,8 @@ logged and what was read; text from the logs never becomes markup."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from tensorboardX import SummaryWriter
@@ -126,3 +128,32 @@ def test_the_report_takes_one_snapshot_of_each_run(logdir, tmp_path, monkeypatch
     monkeypatch.setattr(LogdirReader, "run", counted)
     text = write_report(str(logdir), "md", "en")
     assert text and sorted(taken) == sorted(set(taken)) and len(taken) == 2
+
+
+def report_command(logdir, out, *args: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, "-m", "tb_health_plugin.cli", "report", str(logdir), "-o", str(out), *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_workers_write_the_report_of_one_process_and_say_how_far_they_are(logdir, tmp_path):
+    """`--jobs 3` analyses and draws in worker processes: the same text, charts included."""
+    alone = report_command(logdir, tmp_path / "alone.md", "--jobs", "1", "--lang", "en")
+    shared = report_command(logdir, tmp_path / "shared.md", "--jobs", "3", "--lang", "en", "--progress", "always")
+    assert alone.returncode == 0 and shared.returncode == 0, shared.stderr
+    generated = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # the minute it was written
+    texts = [generated.sub("WHEN", (tmp_path / name).read_text(encoding="utf-8")) for name in ("alone.md", "shared.md")]
+    assert texts[0] == texts[1] and texts[0].count("](data:image/svg+xml;base64,") >= 2
+    assert "analysed 2/2 runs" in shared.stderr and re.search(r"drew (\d+)/\1 charts", shared.stderr)
+    assert alone.stderr.strip().endswith("wrote " + str(tmp_path / "alone.md"))  # not a terminal: no progress
+
+
+def test_report_jobs_must_be_a_positive_count(logdir, tmp_path):
+    result = report_command(logdir, tmp_path / "r.md", "--jobs", "0")
+    assert result.returncode == 2 and "--jobs" in result.stderr

@@ -73,7 +73,7 @@ def register(subparsers, lang: str = "en") -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=_jobs,
+        type=positive_jobs,
         default=None,
         metavar="N",
         help=text("help.check.jobs", lang),
@@ -81,7 +81,8 @@ def register(subparsers, lang: str = "en") -> None:
     parser.set_defaults(func=run)
 
 
-def _jobs(value: str) -> int:
+def positive_jobs(value: str) -> int:
+    """`--jobs N`: a count of worker processes, at least 1."""
     jobs = int(value)
     if jobs < 1:
         raise argparse.ArgumentTypeError(f"{value!r} < 1")
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         say(PROG, problem)
         return EXIT_USAGE
-    progress = Progress(sys.stderr, show=_show_progress(args.progress, args.logdir), lang=lang)
+    progress = Progress(sys.stderr, show=show_progress(args.progress, args.logdir), lang=lang)
     from tb_health_plugin.commands.check_workers import auto_jobs
     from tb_health_plugin.readers.storage import StorageError  # the readers pull in protobuf: import on use
 
@@ -314,7 +315,7 @@ def _number(count: int) -> str:
     return "one" if count == 1 else "many"
 
 
-def _show_progress(mode: str, logdir: str) -> bool:
+def show_progress(mode: str, logdir: str) -> bool:
     if mode != "auto":
         return mode == "always"
     return sys.stderr.isatty() or _logdir_bytes(logdir, BIG_LOGDIR_BYTES) >= BIG_LOGDIR_BYTES
@@ -347,10 +348,17 @@ class Progress:
         return text(message_id, self.lang, **fields)
 
     def analysed(self, done: int, total: int) -> None:
+        self._count("cli.progress.analysed", done, total)
+
+    def drawn(self, done: int, total: int) -> None:
+        """A report's charts drawn so far (`tb-health report`)."""
+        self._count("cli.progress.drawn", done, total)
+
+    def _count(self, message_id: str, done: int, total: int) -> None:
         now = time.monotonic()
         if self.show and (done == total or now - self._last >= 1.0):
             self._last = now
-            self.say(self.text("cli.progress.analysed", done=done, total=total))
+            self.say(self.text(message_id, done=done, total=total))
 
     def say(self, line: str) -> None:
         if self.show:

@@ -1,4 +1,5 @@
-"""`tb-health check --jobs N`: read and analyse a local logdir's runs in N worker processes.
+"""`tb-health check --jobs N`: read and analyse a local logdir's runs in N worker processes
+(and `tb-health report --jobs N`: analyse them and draw the report's charts).
 
 Each run is read and checked on its own; only the cross-rank checks, the diagnosis and the report
 need every run, and they stay in the command's process. So the check spreads the runs over the
@@ -81,6 +82,17 @@ class RunWorkers:
                     on_progress(done, len(tasks))
         return {run.name: events for run, events in zip(runs, results, strict=True)}
 
+    def charts(self, tasks: list, on_progress: Callable[[int, int], None] | None = None) -> list[str]:
+        """The SVG of each `report.charts.ChartTask`, in order (`tb-health report`)."""
+        results = self._map(_draw_chart, [(task,) for task in tasks], on_progress)
+        if results is None:
+            results = []
+            for done, task in enumerate(tasks, start=1):
+                results.append(task.draw())
+                if on_progress is not None:
+                    on_progress(done, len(tasks))
+        return results
+
     def _map(self, function, tasks: list[tuple], on_progress=None) -> list | None:
         """`function(*task)` for each task in the workers, in order; None when the tasks are
         better run here: fewer than two, or the pool broke."""
@@ -124,6 +136,10 @@ class _Collect(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(_Record(record))
+
+
+def _draw_chart(task) -> str:
+    return task.draw()
 
 
 def _ignore_sigint() -> None:

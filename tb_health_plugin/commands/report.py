@@ -7,10 +7,12 @@ nothing else to be read: no script, no network, charts inline.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 
-from tb_health_plugin.commands.check import overrides_in_force
+from tb_health_plugin.commands.check import Progress, overrides_in_force, positive_jobs, show_progress
 from tb_health_plugin.commands.messages import read_problems, say
 from tb_health_plugin.i18n import text
 
@@ -34,6 +36,9 @@ def register(subparsers, lang: str = "en") -> None:
     parser.add_argument("--run", action="append", default=None, metavar="RUN", help=text("help.report.run", lang))
     parser.add_argument("--tag", action="append", default=[], metavar="ROLE=TAG",
                         help=text("help.report.tag", lang))
+    parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                        help=text("help.check.progress", lang))
+    parser.add_argument("--jobs", type=positive_jobs, default=None, metavar="N", help=text("help.report.jobs", lang))
     parser.set_defaults(func=run)
 
 
@@ -50,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         say(PROG, str(error))
         return EXIT_USAGE
+    from tb_health_plugin.commands.check_workers import auto_jobs
+
+    progress = Progress(sys.stderr, show=show_progress(args.progress, args.logdir), lang=lang)
     with read_problems(PROG, lang):
-        written = write_report(args.logdir, output_format, lang, args.run, overrides)
+        written = write_report(args.logdir, output_format, lang, args.run, overrides, progress,
+                               jobs=args.jobs if args.jobs is not None else auto_jobs())
     if written is None:
         say(PROG, text("cli.no_event_files", lang, logdir=args.logdir))
         return EXIT_USAGE
@@ -67,19 +76,53 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_report(logdir: str, output_format: str, lang: str, runs: list[str] | None = None,
-                 overrides: dict[str, str] | None = None) -> str | None:
-    """The report's text, or None when the logdir holds no runs."""
+                 overrides: dict[str, str] | None = None, progress: Progress | None = None,
+                 jobs: int = 1) -> str | None:
+    """The report's text, or None when the logdir holds no runs. A local logdir's runs are
+    analysed and its charts drawn in `jobs` worker processes (`check_workers`; the same text);
+    library callers keep the default, 1, since forking a process that runs other threads is
+    not safe."""
     from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
     from tb_health_plugin.readers import LogdirReader
+    from tb_health_plugin.readers.storage import is_url
     from tb_health_plugin.report.document import build_report
     from tb_health_plugin.report.render import render_html, render_markdown
 
+    progress = progress or Progress(sys.stderr, show=False, lang=lang)
+    progress.say(progress.text("cli.progress.reading", logdir=logdir))
+    started = time.perf_counter()
     reader = LogdirReader(logdir)
     reader.refresh()
     names = reader.run_names()
     if not names:
         return None
     snapshots = {name: reader.run(name) for name in names}  # one snapshot a run, analysed and charted
-    analysed = logdir_report(logdir, analyze_runs(list(snapshots.values()), overrides, lang=lang), lang)
-    document = build_report(logdir, reader, analysed, lang, runs, snapshots)
+    points = sum(len(series) for run in snapshots.values() for series in run.scalars.values())
+    progress.say(progress.text("cli.progress.read", runs=len(snapshots), points=points,
+                               seconds=time.perf_counter() - started))
+    with contextlib.ExitStack() as stack:
+        workers = None
+        if jobs > 1 and not is_url(logdir):
+            import matplotlib.figure  # noqa: F401 - imported once, before the workers fork
+
+            from tb_health_plugin.commands.check_workers import RunWorkers
+
+            workers = stack.enter_context(RunWorkers(jobs))
+        run_findings, on_progress = None, progress.analysed
+        if workers is not None:
+            own = workers.findings(list(snapshots.values()), overrides, on_progress)
+            run_findings, on_progress = (lambda signals: own[signals.run]), None
+        analysed = logdir_report(logdir, analyze_runs(list(snapshots.values()), overrides, lang=lang,
+                                                      run_findings=run_findings, on_progress=on_progress), lang)
+
+        def draw(tasks: list) -> list[str]:
+            if workers is not None:
+                return workers.charts(tasks, progress.drawn)
+            drawn = []
+            for done, task in enumerate(tasks, start=1):
+                drawn.append(task.draw())
+                progress.drawn(done, len(tasks))
+            return drawn
+
+        document = build_report(logdir, reader, analysed, lang, runs, snapshots, draw=draw)
     return render_html(document) if output_format == "html" else render_markdown(document)

@@ -9,6 +9,7 @@ when the positive values shown span more than two decades, as in the Health tab.
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,6 +17,11 @@ LOG_DECADES = 2.0  # more than this many decades between the smallest and larges
 CONTEXT_SHARE = 0.15  # of the run's span shown on each side of the finding
 CONTEXT_MIN_POINTS = 10  # at least this many logged points on each side
 FIGSIZE_IN = (6.4, 2.1)
+# Fixed margins (figure fractions): room for 7-character tick labels, the x label, the title and
+# an axis offset text such as "1e7". `tight_layout` computed them per chart by drawing it once
+# more: half of a chart's CPU time (0.14 s against 0.07 s a chart, medians of 15); fixed, every
+# chart's plot area also lines up.
+MARGINS = {"left": 0.1, "right": 0.98, "bottom": 0.24, "top": 0.79}
 
 
 def window(steps: np.ndarray, start: int, end: int) -> slice:
@@ -31,17 +37,38 @@ def window(steps: np.ndarray, start: int, end: int) -> slice:
     return slice(lo, hi)
 
 
-def finding_chart_svg(steps: np.ndarray, values: np.ndarray, tag: str, start: int, end: int,
-                      step_label: str = "step") -> str:
-    """The SVG text of `tag` around steps `start`..`end` (the finding's span, shaded)."""
+@dataclass(frozen=True)
+class ChartTask:
+    """One chart to draw: the points shown (a few thousand at most, cheap to send to a worker
+    process), its tag and the finding's span."""
+
+    x: np.ndarray
+    y: np.ndarray
+    tag: str
+    start: int
+    end: int
+    step_label: str = "step"
+
+    def draw(self) -> str:
+        """The SVG text of the chart, its span shaded."""
+        return _svg(self)
+
+
+def chart_task(steps: np.ndarray, values: np.ndarray, tag: str, start: int, end: int,
+               step_label: str = "step") -> ChartTask:
+    """The chart of `tag` around steps `start`..`end`, its points cut to the window shown."""
+    shown = window(steps, start, end)
+    return ChartTask(np.asarray(steps[shown], dtype=np.float64), np.asarray(values[shown], dtype=np.float64),
+                     tag, start, end, step_label)
+
+
+def _svg(task: ChartTask) -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
-    shown = window(steps, start, end)
-    x = np.asarray(steps[shown], dtype=np.float64)
-    y = np.asarray(values[shown], dtype=np.float64)
+    x, y, start, end = task.x, task.y, task.start, task.end
     finite = np.isfinite(y)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tb-health", "font.size": 8}):
         figure = Figure(figsize=FIGSIZE_IN)
@@ -58,10 +85,10 @@ def finding_chart_svg(steps: np.ndarray, values: np.ndarray, tag: str, start: in
         if end > start:
             axes.axvspan(start, end, color="#ef6c00", alpha=0.18, linewidth=0)
         axes.axvline(start, color="#ef6c00", linewidth=1.0)
-        axes.set_xlabel(step_label)
-        axes.set_title(tag, loc="left")
+        axes.set_xlabel(task.step_label)
+        axes.set_title(task.tag, loc="left")
         axes.grid(alpha=0.3)
-        figure.tight_layout()
+        figure.subplots_adjust(**MARGINS)
         out = io.StringIO()
         figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     text = out.getvalue()

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tb_health_plugin import __version__
 from tb_health_plugin.analysis.render import note_text
 from tb_health_plugin.contract import FINDINGS, NOTES, SEVERITY_RANK, STATUSES
-from tb_health_plugin.report.charts import finding_chart_svg
+from tb_health_plugin.report.charts import ChartTask, chart_task
 
 CONFIG_TEXT_LIMIT = 4000  # characters of one logged configuration text kept in the report
 OWN_TEXT_TAGS = (FINDINGS, NOTES)
@@ -54,30 +55,42 @@ class HealthReport:
 
 
 def build_report(logdir: str, reader, report: dict[str, Any], lang: str = "en",
-                 runs: list[str] | None = None, snapshots: dict[str, Any] | None = None) -> HealthReport:
+                 runs: list[str] | None = None, snapshots: dict[str, Any] | None = None,
+                 draw: Callable[[list[ChartTask]], list[str]] | None = None) -> HealthReport:
     """The report of `runs` (all when None) from a refreshed `LogdirReader` and its analysis.
 
     `snapshots`: the runs' data the analysis was made from (name -> `RunData`), so the charts
-    show the same points; taken from the reader when not given."""
+    show the same points; taken from the reader when not given. `draw(tasks)`: the SVG of each
+    chart, in order (drawing is most of a report's time: `tb-health report --jobs` draws in
+    worker processes); one after the other here when not given."""
     document = HealthReport(
         logdir=logdir, version=__version__, lang=lang,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
     by_name = {run["run"]: run for run in report["runs"]}
     wanted = runs if runs is not None else [run["run"] for run in report["runs"]]
+    charts: list[tuple[FindingEntry, ChartTask]] = []
     for name in wanted:
         analysed = by_name.get(name)
         if analysed is None:
             continue
         data = snapshots[name] if snapshots is not None and name in snapshots else reader.run(name)
+        entries = [FindingEntry(f, None) for f in _ordered(analysed["findings"])]
+        charts.extend((entry, task) for entry in entries if (task := _chart_task(data, entry.finding)) is not None)
         document.runs.append(RunEntry(
-            name=name, status=analysed["status"], steps=analysed.get("steps"),
-            findings=[FindingEntry(f, _chart(data, f)) for f in _ordered(analysed["findings"])],
+            name=name, status=analysed["status"], steps=analysed.get("steps"), findings=entries,
             config=_config(data), files=_files(logdir, reader.files_read(name)),
             skipped_records=int(data.skipped_records), notes=[note_text(note, lang) for note in data.notes],
         ))
+    drawn = (draw or _draw_here)([task for _, task in charts])
+    for (entry, _), svg in zip(charts, drawn, strict=True):
+        entry.chart_svg = svg
     document.runs.sort(key=lambda run: (-_status_rank(run.status), run.name))
     return document
+
+
+def _draw_here(tasks: list[ChartTask]) -> list[str]:
+    return [task.draw() for task in tasks]
 
 
 def _status_rank(status: str) -> int:
@@ -88,13 +101,13 @@ def _ordered(findings: list[dict]) -> list[dict]:
     return sorted(findings, key=lambda f: (-SEVERITY_RANK[f["severity"]], f["step"]))
 
 
-def _chart(data, finding: dict) -> str | None:
+def _chart_task(data, finding: dict) -> ChartTask | None:
     series = data.scalars.get(finding.get("tag", ""))
     if series is None or len(series) < 2:
         return None
     start = int(finding["step"])
     end = int(finding.get("end_step") or start)
-    return finding_chart_svg(series.steps, series.values, finding["tag"], start, end)
+    return chart_task(series.steps, series.values, finding["tag"], start, end)
 
 
 def _config(data) -> dict[str, str]:
