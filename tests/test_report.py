@@ -157,3 +157,20 @@ def test_workers_write_the_report_of_one_process_and_say_how_far_they_are(logdir
 def test_report_jobs_must_be_a_positive_count(logdir, tmp_path):
     result = report_command(logdir, tmp_path / "r.md", "--jobs", "0")
     assert result.returncode == 2 and "--jobs" in result.stderr
+
+
+def test_charts_drawn_in_process_keep_blas_on_one_thread(monkeypatch):
+    """OpenBLAS's idle threads spun as much CPU as the drawing itself: one thread while drawing."""
+    from threadpoolctl import threadpool_info
+
+    from tb_health_plugin.report import charts
+
+    seen = []
+    monkeypatch.setattr(charts.ChartTask, "draw", lambda task: seen.append(
+        [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]) or "<svg/>")
+    steps = np.arange(100)
+    tasks = [charts.chart_task(steps, np.exp(-steps / 30.0), "loss", 40, 45) for _ in range(3)]
+    done = []
+    assert charts.draw_here(tasks, lambda d, n: done.append((d, n))) == ["<svg/>"] * 3
+    assert seen and all(threads and set(threads) == {1} for threads in seen)
+    assert done == [(1, 3), (2, 3), (3, 3)]

@@ -86,11 +86,9 @@ class RunWorkers:
         """The SVG of each `report.charts.ChartTask`, in order (`tb-health report`)."""
         results = self._map(_draw_chart, [(task,) for task in tasks], on_progress)
         if results is None:
-            results = []
-            for done, task in enumerate(tasks, start=1):
-                results.append(task.draw())
-                if on_progress is not None:
-                    on_progress(done, len(tasks))
+            from tb_health_plugin.report.charts import draw_here
+
+            results = draw_here(tasks, on_progress)
         return results
 
     def _map(self, function, tasks: list[tuple], on_progress=None) -> list | None:

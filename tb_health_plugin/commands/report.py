@@ -85,6 +85,7 @@ def write_report(logdir: str, output_format: str, lang: str, runs: list[str] | N
     from tb_health_plugin.analysis.engine import analyze_runs, logdir_report
     from tb_health_plugin.readers import LogdirReader
     from tb_health_plugin.readers.storage import is_url
+    from tb_health_plugin.report.charts import draw_here
     from tb_health_plugin.report.document import build_report
     from tb_health_plugin.report.render import render_html, render_markdown
 
@@ -116,13 +117,7 @@ def write_report(logdir: str, output_format: str, lang: str, runs: list[str] | N
                                                       run_findings=run_findings, on_progress=on_progress), lang)
 
         def draw(tasks: list) -> list[str]:
-            if workers is not None:
-                return workers.charts(tasks, progress.drawn)
-            drawn = []
-            for done, task in enumerate(tasks, start=1):
-                drawn.append(task.draw())
-                progress.drawn(done, len(tasks))
-            return drawn
+            return workers.charts(tasks, progress.drawn) if workers is not None else draw_here(tasks, progress.drawn)
 
         document = build_report(logdir, reader, analysed, lang, runs, snapshots, draw=draw)
     return render_html(document) if output_format == "html" else render_markdown(document)

@@ -18,7 +18,7 @@ from typing import Any
 from tb_health_plugin import __version__
 from tb_health_plugin.analysis.render import note_text
 from tb_health_plugin.contract import FINDINGS, NOTES, SEVERITY_RANK, STATUSES
-from tb_health_plugin.report.charts import ChartTask, chart_task
+from tb_health_plugin.report.charts import ChartTask, chart_task, draw_here
 
 CONFIG_TEXT_LIMIT = 4000  # characters of one logged configuration text kept in the report
 OWN_TEXT_TAGS = (FINDINGS, NOTES)
@@ -82,15 +82,11 @@ def build_report(logdir: str, reader, report: dict[str, Any], lang: str = "en",
             config=_config(data), files=_files(logdir, reader.files_read(name)),
             skipped_records=int(data.skipped_records), notes=[note_text(note, lang) for note in data.notes],
         ))
-    drawn = (draw or _draw_here)([task for _, task in charts])
+    drawn = (draw or draw_here)([task for _, task in charts])
     for (entry, _), svg in zip(charts, drawn, strict=True):
         entry.chart_svg = svg
     document.runs.sort(key=lambda run: (-_status_rank(run.status), run.name))
     return document
-
-
-def _draw_here(tasks: list[ChartTask]) -> list[str]:
-    return [task.draw() for task in tasks]
 
 
 def _status_rank(status: str) -> int:
