@@ -173,8 +173,7 @@ class HealthLogger:
         histogram_step = self._is_histogram_step(step)
         if self.weights.wants(step, histogram_step):
             scalars, histograms = self.weights.measure(step, histogram_step)
-            for tag, value in scalars:
-                self._scalar(tag, value, step)
+            self._scalars(list(scalars), step)
             for tag, values in histograms:
                 self.writer.histogram(tag, values, step)
         if grads is not None and histogram_step:
@@ -258,34 +257,39 @@ class HealthLogger:
     # ----- internals
 
     def _collect(self, step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size):
-        self._scalar(contract.LOSS, loss_value, step)
+        scalars = [(contract.LOSS, loss_value)]
         if grad_norm_value is not None:
-            self._scalar(contract.GRAD_NORM, grad_norm_value, step)
-        for name, value in (param_grad_norms or {}).items():
-            self._scalar(contract.PARAM_GRAD_NORM_PREFIX + name, to_float(value), step)
+            scalars.append((contract.GRAD_NORM, grad_norm_value))
+        scalars += [(contract.PARAM_GRAD_NORM_PREFIX + name, to_float(value))
+                    for name, value in (param_grad_norms or {}).items()]
         if lr is not None:
-            self._scalar(contract.LEARNING_RATE, to_float(lr), step)
+            scalars.append((contract.LEARNING_RATE, to_float(lr)))
         if loss_scale is not None:
-            self._scalar(contract.LOSS_SCALE, to_float(loss_scale), step)
+            scalars.append((contract.LOSS_SCALE, to_float(loss_scale)))
         if overflow is not None:
-            self._scalar(contract.OVERFLOW, to_float(overflow), step)
+            scalars.append((contract.OVERFLOW, to_float(overflow)))
             self.window.has_overflow_flag = True
-        self._write_window(step, batch_size)
+        self._write_window(step, batch_size, scalars)
         if self.online is not None:
             self.online.collection_done()
 
-    def _write_window(self, step: int, batch_size: int | None = None) -> None:
+    def _write_window(self, step: int, batch_size: int | None = None, scalars: list | None = None) -> None:
+        """The window's aggregates and the step clock's figures, after `scalars`, in one event."""
         self._pending_collection = False
-        for tag, value in self.window.take():
-            self._scalar(tag, value, step)
-        for tag, value in self.clock.take(batch_size or self.options.batch_size, self.options.seq_length):
-            self._scalar(tag, value, step)
+        scalars = list(scalars or [])
+        scalars += self.window.take()
+        scalars += self.clock.take(batch_size or self.options.batch_size, self.options.seq_length)
+        self._scalars(scalars, step)
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
+        self._scalars([(tag, value)], step)
+
+    def _scalars(self, scalars: list[tuple[str, float]], step: int) -> None:
         wall_time = time.time()
-        self.writer.scalar(tag, value, step, wall_time)
+        self.writer.scalars(scalars, step, wall_time)
         if self.online is not None:
-            self.online.record_scalar(tag, step, value, wall_time)
+            for tag, value in scalars:
+                self.online.record_scalar(tag, step, value, wall_time)
 
     def _is_histogram_step(self, step: int) -> bool:
         freq = self.options.histogram_freq

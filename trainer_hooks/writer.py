@@ -19,6 +19,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -89,10 +90,18 @@ class SafeEventWriter:
         return self._writer is not None and not self._failed
 
     def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
+        self.scalars([(tag, value)], step, wall_time)
+
+    def scalars(self, values: Sequence[tuple[str, float]], step: int, wall_time: float | None = None) -> None:
+        """Several scalars of one step as one event, a `Summary` with a value per tag (as
+        TensorFlow's merged summaries and tensorboardX's `add_scalars` write): every reader
+        takes it as one event per tag, and building and serialising one event instead of forty
+        costs about a quarter of the CPU in pure-Python protobuf, which MindSpore imposes."""
         from tensorboard.compat.proto import summary_pb2
 
-        summary_value = summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
-        self._add(summary_value, step, wall_time)
+        if values:
+            self._add([summary_pb2.Summary.Value(tag=tag, simple_value=float(value)) for tag, value in values],
+                      step, wall_time)
 
     def histogram(self, tag: str, values: np.ndarray, step: int, wall_time: float | None = None) -> None:
         """A legacy `HistogramProto` of the finite values (what TensorBoard's Histograms tab reads)."""
@@ -112,7 +121,7 @@ class SafeEventWriter:
             bucket_limit=[float(e) for e in edges[1:]],
             bucket=[float(c) for c in counts],
         )
-        self._add(summary_pb2.Summary.Value(tag=tag, histo=proto), step, wall_time)
+        self._add([summary_pb2.Summary.Value(tag=tag, histo=proto)], step, wall_time)
 
     def text(self, tag: str, text: str, step: int, wall_time: float | None = None) -> None:
         """A text summary in the format of TensorBoard's Text plugin."""
@@ -125,7 +134,7 @@ class SafeEventWriter:
         summary_value = summary_pb2.Summary.Value(
             tag=tag, metadata=text_metadata.create_summary_metadata(display_name=None, description=None), tensor=tensor
         )
-        self._add(summary_value, step, wall_time)
+        self._add([summary_value], step, wall_time)
 
     def graph(self, graph_def) -> None:
         """A TensorBoard `GraphDef` as the run's graph (`Event.graph_def`, the Graphs tab)."""
@@ -156,7 +165,7 @@ class SafeEventWriter:
                 if not self._failed:
                     self._fail(error)
 
-    def _add(self, summary_value, step: int, wall_time: float | None) -> None:
+    def _add(self, summary_values: list, step: int, wall_time: float | None) -> None:
         if not self.healthy:
             return
         from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -164,7 +173,7 @@ class SafeEventWriter:
         event = event_pb2.Event(
             wall_time=time.time() if wall_time is None else wall_time,
             step=int(step),
-            summary=summary_pb2.Summary(value=[summary_value]),
+            summary=summary_pb2.Summary(value=summary_values),
         )
         try:
             with self._lock:
