@@ -276,3 +276,40 @@ def test_layers_with_exactly_zero_gradients_name_float16_underflow_among_the_cau
     scalars["grad_norm/2.weight"] = (steps, 1e-9 * np.exp(rng.normal(0, 0.3, 300)))
     tiny = per_layer_check(run_signals(scalars))
     assert [f.kind for f in tiny] == ["vanishing_gradients"] and "underflowed" not in english(tiny[0])
+
+
+# A float16 AdamW MLP of the zoo (zoo_dev_062), logged every 5th step: its loss overflowed to Inf
+# at steps 5-15 and 25, where the norm stood at 27-1181; elsewhere it sat at 0.07-1.1 from step 1.
+OVERFLOW_NORMS_EVERY_5 = [225.8, 27.25, 1181.0, 0.3795, 174.3, 0.7625, 0.1214, 0.2812, 0.1261, 0.2148,
+                          0.1625, 1.130, 0.3819, 10.97, 0.2268, 0.8424, 0.2132, 0.2798, 0.1631, 0.1665,
+                          0.1389, 0.07098, 0.3076, 0.1646, 0.1313, 0.1193, 0.1982, 0.1484, 0.1677, 0.08305,
+                          0.1085, 0.1515, 0.1314, 0.1463, 0.1245, 0.08342, 0.1519, 0.1177, 0.1758, 0.2589]
+
+
+def test_norms_of_steps_whose_loss_overflowed_are_no_baseline_for_a_collapse():
+    norms = np.array(OVERFLOW_NORMS_EVERY_5)
+    steps = 5 * np.arange(1, norms.size + 1)
+    loss = np.full(norms.size, 2.1)
+    loss[[0, 1, 2, 4]] = np.inf
+    assert global_norm_check(run_signals({"train/grad_norm": (steps, norms), "train/loss": (steps, loss)})) == []
+    # the same fall from healthy steps' norms is a collapse: 0.5 -> 1e-4 with the loss flat
+    collapsed = np.where(np.arange(norms.size) < 12, 0.5, 1e-4)
+    collapsed[[0, 1, 2, 4]] = norms[[0, 1, 2, 4]]
+    found = global_norm_check(run_signals({"train/grad_norm": (steps, collapsed), "train/loss": (steps, loss)}))
+    assert [f.kind for f in found] == ["vanishing_gradients"] and found[0].step == 65
+    assert found[0].evidence["baseline_norm"] == pytest.approx(0.5)
+
+
+def test_a_diverged_run_whose_few_finite_losses_had_zero_norms_did_not_lose_its_gradients():
+    """zoo_dev_105 (Momentum at 0.29): Inf loss at most steps after step 48, norms growing 20-400
+    there, and a loss and a norm of exactly 0 at the few steps in between."""
+    rng = np.random.default_rng(0)
+    n = 300
+    steps = np.arange(1, n + 1)
+    norms = np.geomspace(1.0, 400.0, n) * np.exp(rng.normal(0, 0.3, n))
+    loss = np.full(n, np.inf)
+    loss[:48] = np.geomspace(2.0, 0.5, 48)
+    finite_later = rng.choice(np.arange(48, n), 15, replace=False)
+    loss[finite_later], norms[finite_later] = 0.0, 0.0
+    kinds = [f.kind for f in global_norm_check(run_signals({"train/grad_norm": (steps, norms), "train/loss": (steps, loss)}))]
+    assert "vanishing_gradients" not in kinds

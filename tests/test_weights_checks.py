@@ -36,6 +36,17 @@ def test_usual_update_ratios_are_quiet_and_huge_ones_are_reported():
     assert event is not None and event.step == 120
 
 
+def test_ratios_of_weights_gone_non_finite_are_the_blow_up_not_large_updates():
+    """zoo_dev_010 (SGD at a rate of 3.8): NaN from step 3, then "updates inf of its norm" at every
+    weight step, a second finding about the blow-up that the non-finite one already reports."""
+    r = ratios()
+    r[30:] = np.where(np.arange(N - 30) % 2, np.inf, np.nan)
+    assert large_updates(r, STEPS) is None
+    r[120:] = 0.5  # finite huge updates between the non-finite ones are still reported
+    event = large_updates(r, STEPS)
+    assert event is not None and event.step == STEPS[120] and event.evidence["median_update_ratio"] == 0.5
+
+
 def test_a_weight_that_stops_changing_is_reported_unless_the_rate_went_to_zero():
     r = ratios()
     r[100:] = 0.0

@@ -54,10 +54,21 @@ def global_grad_norm(
 def _aligned_loss(signals: RunSignals, steps: np.ndarray) -> np.ndarray | None:
     if signals.loss is None or not len(signals.loss):
         return None
-    position = np.searchsorted(signals.loss.steps, steps)
-    position = np.clip(position, 0, len(signals.loss) - 1)
-    matched = signals.loss.steps[position] == steps
+    position, matched = _loss_positions(signals, steps)
     return np.where(matched, signals.loss.values[position], np.nan)
+
+
+def _loss_positions(signals: RunSignals, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    position = np.clip(np.searchsorted(signals.loss.steps, steps), 0, len(signals.loss) - 1)
+    return position, signals.loss.steps[position] == steps
+
+
+def _loss_not_finite(signals: RunSignals, steps: np.ndarray) -> np.ndarray:
+    """Whether the loss logged at each step was NaN or Inf (False where none was logged)."""
+    if signals.loss is None or not len(signals.loss):
+        return np.zeros(steps.size, dtype=bool)
+    position, matched = _loss_positions(signals, steps)
+    return matched & ~np.isfinite(signals.loss.values[position])
 
 
 def _example_param(per_param, depth: int) -> str:
@@ -73,7 +84,9 @@ def global_norm_check(signals: RunSignals) -> list[Event]:
         return []
     steps, values, tag = series
     loss = _aligned_loss(signals, steps)
-    return [e for e in (exploding(values, loss, steps, tag), vanishing(values, loss, steps, tag)) if e is not None]
+    overflowed = _loss_not_finite(signals, steps)
+    return [e for e in (exploding(values, loss, steps, tag), vanishing(values, loss, steps, tag, overflowed))
+            if e is not None]
 
 
 def layer_depth_check(signals: RunSignals) -> list[Event]:

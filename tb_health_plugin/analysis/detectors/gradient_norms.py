@@ -45,7 +45,14 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
 * Vanishing, relative: the level stays `VANISH_DECADES` (1000x) below the running maximum of the
   post-warm-up level, *and* the loss (when given) fell by at least `LOSS_EXPLAINS_DECADES` less
   than the norm did. Near a minimum the gradient shrinks with the loss; a gradient that collapses
-  while the loss does not is the symptom.
+  while the loss does not is the symptom. The running maximum is a healthy level: points whose
+  loss overflowed (`overflowed`) are left out of it (their level is taken over the other points
+  alone). A float16 run whose loss was Inf at a few early steps had norms of 27-1181 there
+  and 0.07-1.1 everywhere else from step 1; logged every 5th step, a 3-point median of two
+  such norms made a "peak" of 174 and a collapse of 3 decades that the every-step log did not
+  show. They stay in the level the collapse is judged on: a diverged run whose loss is Inf at
+  most steps keeps its real norms there, where the few finite-loss steps (a loss and a norm of
+  exactly 0) are no sample of them.
 * Vanishing, absolute floor: the level stays at or below `ABSOLUTE_FLOOR` (1e-8). Justified
   because an fp32 weight of magnitude 1e-2 has a resolution (ulp) near 1e-9: with any usual
   learning rate (<= 1e-1) an update from such a gradient no longer changes the weight, and with
@@ -218,17 +225,30 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> _Found | N
 
 
 def vanishing(
-    values: np.ndarray, loss: np.ndarray | None = None, steps: np.ndarray | None = None, tag: str = ""
+    values: np.ndarray, loss: np.ndarray | None = None, steps: np.ndarray | None = None, tag: str = "",
+    overflowed: np.ndarray | None = None,
 ) -> Event | None:
     """A norm under the absolute floor, or collapsing far more than the loss (see module doc).
 
     `loss`, when given, must be aligned with `values` point by point (NaN where missing);
-    `steps` and `tag` as for `exploding`.
+    `steps` and `tag` as for `exploding`; `overflowed`: per point, whether the loss logged there
+    was NaN or Inf (those points set no baseline).
     """
-    return _event(_vanishing(values, loss), steps, tag)
+    return _event(_vanishing(values, loss, overflowed), steps, tag)
 
 
-def _vanishing(values: np.ndarray, loss: np.ndarray | None) -> _Found | None:
+def _healthy_level(logs: np.ndarray, overflowed: np.ndarray | None, level: np.ndarray) -> np.ndarray:
+    """The level over the points whose loss did not overflow, NaN at the others."""
+    if overflowed is None or not np.any(overflowed):
+        return level
+    healthy = np.flatnonzero(~np.asarray(overflowed, dtype=bool))
+    out = np.full(logs.size, np.nan)
+    if healthy.size:
+        out[healthy] = rolling_median(logs[healthy], median_window(healthy.size), edges="mirror")
+    return out
+
+
+def _vanishing(values: np.ndarray, loss: np.ndarray | None, overflowed: np.ndarray | None = None) -> _Found | None:
     values = np.asarray(values, dtype=np.float64)
     n = values.size
     if n < MIN_POINTS:
@@ -254,8 +274,8 @@ def _vanishing(values: np.ndarray, loss: np.ndarray | None) -> _Found | None:
                 "zero_share": float(np.mean(values[start:stop] == 0)),
             },
         )
-    finite_level = np.where(np.isfinite(level), level, np.nan)
-    post = finite_level[warm:]
+    baseline = _healthy_level(logs, overflowed, level)
+    post = np.where(np.isfinite(baseline), baseline, np.nan)[warm:]
     if np.all(np.isnan(post)):
         return None
     peak = np.fmax.accumulate(post)

@@ -6,7 +6,10 @@
   wide margins around it:
   - too large: r at or above `LARGE_UPDATE_RATIO` (0.1, each step rewrites a tenth of the
     weight) sustained for `sustained_length(n)` points after warm-up: the learning rate is far
-    too high for that parameter.
+    too high for that parameter. Judged on the finite ratios only: a NaN or Inf ratio is a
+    weight that already went non-finite (the non-finite and divergence findings own that
+    blow-up; calling it an update "inf of its norm" repeated it as a second, vaguer problem) or
+    a first update of an all-zero tensor.
   - stopped: r at or below `FROZEN_UPDATE_RATIO` (1e-8, under the float32 relative resolution of
     6e-8, so the stored weight no longer changes) for `sustained_length(n, 0.1)` points, after
     it had clearly been moving (median ratio before >= `MOVING_UPDATE_RATIO`). Not reported while the learning rate is under `LR_IDLE_SHARE` of its
@@ -86,6 +89,8 @@ def large_updates(ratios: np.ndarray, steps: np.ndarray | None = None, tag: str 
     In every detector here `steps` are the logged steps of the points (default: their indices)
     and `tag` the series' tag."""
     ratios = np.asarray(ratios, dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(ratios))
+    ratios = ratios[finite]
     n = ratios.size
     if n < MIN_POINTS:
         return None
@@ -95,8 +100,9 @@ def large_updates(ratios: np.ndarray, steps: np.ndarray | None = None, tag: str 
     if run is None:
         return None
     start, stop = run[0] + warm, run[1] + warm
+    points = finite if steps is None else np.asarray(steps)[finite]
     return _event(
-        steps, tag, "large_updates", start, stop - 1, {"median_update_ratio": float(np.nanmedian(ratios[start:stop]))}
+        points, tag, "large_updates", start, stop - 1, {"median_update_ratio": float(np.median(ratios[start:stop]))}
     )
 
 
