@@ -326,3 +326,27 @@ def test_a_slow_creep_is_dated_from_where_its_rise_began_not_where_it_outgrew_th
     found = alarms(loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps)))
     assert [f.kind for f in found] == ["divergence"]
     assert abs(found[0].step - steps[onset]) <= 0.10 * (steps[-1] - steps[0])  # the ONSET_Z rule alone: 16-21%
+
+
+# zoo_dev_072 logged every 5th step (Momentum, step decay): a monotone descent, then a converged
+# classifier's batch noise of 0.09-0.21 around a best level of 0.12.
+CONVERGED_NOISY_EVERY_5 = [2.092, 2.084, 1.998, 1.947, 1.874, 1.722, 1.599, 1.293, 1.147, 0.957, 0.781, 0.609,
+                           0.477, 0.329, 0.276, 0.215, 0.26, 0.256, 0.237, 0.26, 0.124, 0.204, 0.129, 0.119,
+                           0.119, 0.117, 0.14, 0.167, 0.144, 0.204, 0.124, 0.146, 0.183, 0.174, 0.144, 0.109,
+                           0.092, 0.154, 0.112, 0.206, 0.093, 0.1]
+
+
+def test_batch_noise_of_a_converged_tail_is_judged_against_its_own_noise_not_the_descents():
+    """The descent's residuals around a running median are exactly 0: the run's MAD (0.019)
+    made the tail's noise a 6-sigma rise; its every-step log (MAD 0.115) showed none."""
+    values = np.array(CONVERGED_NOISY_EVERY_5)
+    steps = 5 * np.arange(1, values.size + 1)
+    lr = np.r_[np.full(25, 0.017), np.full(6, 0.0017), np.full(values.size - 31, 0.00017)]
+    schedule = infer_schedule(steps, steps, lr)
+    assert loss_divergence(steps, values, "loss", schedule) == []
+    # the same tail climbing 20x, back to where the run started, is still a divergence: a rise
+    # is judged against the tail's own noise (a factor of 1.3 a point), not the descent's
+    rising = values.copy()
+    rising[22:] *= np.geomspace(1.0, 20.0, values.size - 22)
+    (found,) = loss_divergence(steps, rising, "loss", schedule)
+    assert found.kind == "divergence" and found.severity == "critical" and 100 <= found.step <= 125

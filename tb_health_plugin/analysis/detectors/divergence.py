@@ -14,6 +14,15 @@ Method (excess over the running best, on the log of the loss):
    Gaussian values, about 2 sqrt(2 ln m) * 0.56 sigma: 4.8 sigma for m = 10^4, 5.9 sigma for
    m = 10^6 (the smoothed values are correlated over 5 points, so m is a fifth of the points).
    `Z_EXCESS` = 6 sigma is therefore not reached by noise alone at any realistic run length.
+   The excess is judged against the noise where it is (`local_sigma`): the running median of
+   the absolute residuals over `NOISE_LOCAL_WINDOW` = 8 noise-trend windows (the spike
+   detector's choice: long enough that an excursion does not set it), never below the run's
+   sigma. A loss's noise on the log scale is far from constant: a classifier's per-batch loss
+   near zero varies by a factor of two where its descent varied by a few percent, and a descent
+   logged every 5th step is monotone, so a running median passes through every point and its
+   residuals are exactly 0. The run's MAD then came from the descent alone (zoo_dev_072: 0.019
+   logged every 5th step, 0.115 every step, 0.28 over its converged second half), and the
+   converged tail's batch noise, 1.7x its best level, passed for a 6-sigma rise.
 3. Practical floor: an excess below `MIN_RISE` = log(1.2) (20% above the best loss) is not
    called divergence whatever the noise. Epoch boundaries and data-mixture changes move a
    low-noise loss by a few percent, and stopping a run for that would be wrong.
@@ -67,6 +76,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust import (
+    MAD_TO_SIGMA,
     TINY_LOG_SCALE,
     log_loss,
     robust_sigma,
@@ -79,6 +89,7 @@ from tb_health_plugin.analysis.event import Event, Phrase
 
 SMOOTH_WINDOW = 5
 NOISE_TREND_WINDOW = 17
+NOISE_LOCAL_WINDOW = 8 * NOISE_TREND_WINDOW + 1
 Z_EXCESS = 6.0
 MIN_RISE = float(np.log(1.2))
 ONSET_Z = 2.0
@@ -90,6 +101,13 @@ ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
 TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
 TREND_MAX_POINTS = 400
+
+
+def local_sigma(y: np.ndarray, sigma: float) -> np.ndarray:
+    """Per point, the noise around it (step 2 of the module doc), at least `sigma`."""
+    residual = np.abs(y - rolling_median(y, NOISE_TREND_WINDOW, edges="trend"))
+    local = MAD_TO_SIGMA * rolling_median(residual, NOISE_LOCAL_WINDOW, edges="mirror_within")
+    return np.maximum(local, sigma)
 
 
 def excess_over_best(y: np.ndarray, settled_from: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -207,9 +225,10 @@ def _finite_divergence(
     settled_from = min(settled_from, n - 1)
     smooth, best, sigma = excess_over_best(y, settled_from)
     excess = smooth - best
-    threshold = max(Z_EXCESS * sigma, MIN_RISE)
+    noise = local_sigma(y, sigma)
+    threshold = np.maximum(Z_EXCESS * noise, MIN_RISE)
     above = np.zeros(n, dtype=bool)
-    above[settled_from:] = excess[settled_from:] > threshold
+    above[settled_from:] = excess[settled_from:] > threshold[settled_from:]
     excursions = runs_of_true(above)  # not scipy's label: 36 bytes a point for a 1-D mask
     start_level = _start_level(values, y, start_loss)
     ended_above = _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min)
@@ -229,7 +248,7 @@ def _finite_divergence(
             continue  # no longer than a spike: see step 4 of the module doc
         onset = _onset(y, best, sigma, start, settled_from)
         peak = start + int(np.argmax(y[start:stop]))
-        jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold
+        jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold[onset]
         if not open_at_end and (peak - onset < SUDDEN_POINTS or jumped):
             long_spikes.append(_long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma))
             continue
@@ -237,7 +256,7 @@ def _finite_divergence(
             continue
         onset = min(onset, _trend_onset(y, smooth, best, sigma, onset, start, stop, settled_from))
         divergence = _divergence_finding(
-            steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
+            steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, noise[peak], threshold[peak]
         )
         divergence_open = open_at_end
     if ended_above is not None and not divergence_open:
