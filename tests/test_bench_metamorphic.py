@@ -29,3 +29,17 @@ def test_the_healthy_tail_of_a_flat_run_stays_at_its_level():
     source = np.arange(320, 400)
     tail = metamorphic.continued(steps[source], loss[source], np.arange(401, 601), rng.choice(80, 200), carry_slope=True)
     assert abs(np.log(np.median(tail)) - np.log(0.3)) < 0.05
+
+
+def test_renderings_of_another_seed_are_not_taken_for_this_one(monkeypatch, tmp_path):
+    """The renderings' cache was keyed by the split's name: a new sealed seed was analysed in the
+    previous seed's renderings (the same run names), and its invariance rows were the old runs'."""
+    from bench.detection import cases_zoo
+
+    monkeypatch.setenv("TB_HEALTH_ZOO_CACHE", str(tmp_path))
+    specs = cases_zoo.specs("sealed")[:3]
+    assert metamorphic.rendered_root("sealed", specs) == metamorphic.rendered_root("sealed", [dict(s) for s in specs])
+    monkeypatch.setitem(cases_zoo.SPLIT_SEEDS, "sealed", cases_zoo.SPLIT_SEEDS["sealed"] + 1)
+    reseeded = cases_zoo.specs("sealed")[:3]
+    assert [s["name"] for s in reseeded] == [s["name"] for s in specs]
+    assert metamorphic.rendered_root("sealed", reseeded) != metamorphic.rendered_root("sealed", specs)

@@ -267,11 +267,14 @@ def verdicts(root: Path) -> dict[str, set[str]]:
     return {r["run"]: {f["kind"] for f in r["findings"] if f["severity"] in alarm} for r in analyze_runs(read_logdir(root))}
 
 
-def rendered_root(split: str) -> Path:
-    """Where the split's renderings are cached: they depend only on the cached raw values and on
-    this module, so a re-run only analyses."""
+def rendered_root(split: str, zoo_specs: list[dict]) -> Path:
+    """Where the split's renderings are cached: they depend only on the runs' cached raw values
+    (named by their specs, so a new seed gets new renderings, not the old seed's under the same
+    run names) and on this module, so a re-run only analyses."""
     labelling = (Path(__file__).parent / "zoo_labels.py").read_bytes()  # which runs get which variants
-    digest = hashlib.sha1(Path(__file__).read_bytes() + labelling + cases_zoo.code_version().encode() + split.encode())
+    runs = "".join(cases_zoo.cached_stem(spec).name for spec in zoo_specs)
+    digest = hashlib.sha1(Path(__file__).read_bytes() + labelling + cases_zoo.code_version().encode()
+                          + split.encode() + runs.encode())
     return cases_zoo.cache_dir() / "rendered" / f"{split}-{digest.hexdigest()[:10]}"
 
 
@@ -303,7 +306,7 @@ def check(split: str) -> list[Outcome]:
     cases_zoo.ensure_trained(zoo_specs, cases_zoo.JOBS)
     runs = {spec["name"]: cases_zoo.load(spec) for spec in zoo_specs}
     labels = {name: reference_labels(run) for name, run in runs.items()}
-    root = rendered_root(split)
+    root = rendered_root(split, zoo_specs)
     started = time.perf_counter()
     render_all(runs, labels, root)
     print(f"[{split}] metamorphic variants of {len(runs)} runs ready in {time.perf_counter() - started:.1f} s ({root})",
