@@ -104,3 +104,37 @@ def test_ctrl_c_while_workers_analyse_is_one_line_and_exit_130(tmp_path):
     assert process.returncode == 130, "".join(lines) + rest
     assert rest.splitlines()[-1] == "tb-health check: interrupted" and "Traceback" not in rest
     assert "analysed 24/24 runs" not in rest
+
+
+def _sleep_long(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+def test_ctrl_c_stops_the_workers_at_once_and_leaves_no_thread_waiting_on_them():
+    """A SIGINT while the pool works is raised between waits, the workers are terminated, and the
+    executor's manager thread (which the interpreter joins at exit) ends without their tasks."""
+    import threading
+    import time
+
+    managers = []
+
+    def interrupt_soon(workers):
+        deadline = time.monotonic() + 20
+        while signal.getsignal(signal.SIGINT) is signal.default_int_handler and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the pool's handler is in place: then the tasks are submitted
+        time.sleep(0.3)
+        managers.append(workers._pool._executor_manager_thread)  # shutdown() forgets it
+        os.kill(os.getpid(), signal.SIGINT)
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with check_workers.RunWorkers(2) as workers:
+            threading.Thread(target=interrupt_soon, args=(workers,), daemon=True).start()
+            workers._map(_sleep_long, [(60.0,)] * 4)
+    (manager,) = managers
+    manager.join(timeout=20)
+    assert not manager.is_alive()  # the tasks it ran would have kept it 60 s
+    assert time.monotonic() - started < 30

@@ -8,7 +8,13 @@ the progress lines say what they said before.
 
 - Workers are forked: they start with the command's imports done (a spawned worker would spend
   0.2-0.5 s importing before its first run). The command is single-threaded when it forks.
-- Workers ignore SIGINT: Ctrl-C interrupts the command, which cancels what is still queued.
+- Workers ignore SIGINT: Ctrl-C interrupts the command, which cancels what is still queued and
+  terminates the workers (nobody will read what they are analysing). While the pool works, the
+  command's own SIGINT handler only sets a flag, and `KeyboardInterrupt` is raised from here
+  between waits: raised inside the executor's code, it can leave a lock taken. CI once hung
+  after printing "interrupted": Ctrl-C had come while `submit` held the executor's work-id
+  queue lock, so its manager thread waited on it forever and the interpreter's exit waited on
+  that thread (py-spy on the hung process).
 - A run comes back to the command pickled (15 MB of columns for 640k points: 40 ms).
 - The readers' warnings about damaged files are logged in the worker; they are sent back with
   the run and logged again here, so `read_problems` prints and counts them as before.
@@ -22,13 +28,16 @@ import logging
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from multiprocessing import get_context
 
 from tb_health_plugin.commands.messages import READERS_LOGGER
 
+WAIT_SECONDS = 0.1  # how often the command looks for a Ctrl-C while the workers work
 MAX_AUTO_JOBS = 8  # each worker holds one run's analysis: this bounds the memory on a big machine
 
 
@@ -52,8 +61,12 @@ class RunWorkers:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=exc_info[0] is None, cancel_futures=True)
+        if self._pool is None:
+            return
+        if exc_info[0] is not None:  # Ctrl-C or an error: what the workers do is no longer wanted
+            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+                process.terminate()  # the pool's own table: a private attribute, left alone if it moves
+        self._pool.shutdown(wait=exc_info[0] is None, cancel_futures=True)
 
     def read(self, found: dict) -> list:
         """Every run of `found` (`discover_runs`' map of names to files), read; in name order."""
@@ -100,14 +113,39 @@ class RunWorkers:
             self._pool = ProcessPoolExecutor(min(self.jobs, len(tasks)), mp_context=get_context("fork"),
                                              initializer=_ignore_sigint)
         try:
-            futures = [self._pool.submit(function, *task) for task in tasks]
-            for done, _future in enumerate(as_completed(futures), start=1):
-                if on_progress is not None:
-                    on_progress(done, len(futures))
+            with _interrupt_between_waits() as interrupted:
+                futures = [self._pool.submit(function, *task) for task in tasks]
+                pending, done = set(futures), 0
+                while pending:
+                    if interrupted:
+                        raise KeyboardInterrupt
+                    finished, pending = wait(pending, timeout=WAIT_SECONDS, return_when=FIRST_COMPLETED)
+                    for _ in finished:
+                        done += 1
+                        if on_progress is not None:
+                            on_progress(done, len(futures))
+                if interrupted:
+                    raise KeyboardInterrupt
             return [future.result() for future in futures]
         except BrokenProcessPool:
             logging.getLogger(__name__).warning("tb-health: a worker process died; checking in this process instead")
             return None
+
+
+@contextmanager
+def _interrupt_between_waits():
+    """A list that a SIGINT appends to instead of raising `KeyboardInterrupt` wherever the main
+    thread is (see the module doc); off the main thread, where signals cannot be caught, an
+    empty list and Python's own handling."""
+    interrupted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, frame: interrupted.append(number))
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _Record:
