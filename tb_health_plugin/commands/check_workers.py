@@ -116,9 +116,7 @@ class RunWorkers:
             with _interrupt_between_waits() as interrupted:
                 futures = [self._pool.submit(function, *task) for task in tasks]
                 pending, done = set(futures), 0
-                while pending:
-                    if interrupted:
-                        raise KeyboardInterrupt
+                while pending and not interrupted:
                     finished, pending = wait(pending, timeout=WAIT_SECONDS, return_when=FIRST_COMPLETED)
                     for _ in finished:
                         done += 1

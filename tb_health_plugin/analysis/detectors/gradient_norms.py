@@ -50,9 +50,9 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   alone). A float16 run whose loss was Inf at a few early steps had norms of 27-1181 there
   and mostly 0.07-1.1 elsewhere from step 1 (3-11 on a few hard batches); logged every 5th
   step, a 3-point median of two such norms made a "peak" of 174 and a collapse of 3 decades
-  that the every-step log did not show. They stay in the level the collapse is judged on: a diverged run whose loss is Inf at
-  most steps keeps its real norms there, where the few finite-loss steps (a loss and a norm of
-  exactly 0) are no sample of them.
+  that the every-step log did not show. They stay in the level the collapse is judged on: a
+  diverged run whose loss is Inf at most steps keeps its real norms there, where the few
+  finite-loss steps (a loss and a norm of exactly 0) are no sample of them.
 * Vanishing, absolute floor: the level stays at or below `ABSOLUTE_FLOOR` (1e-8). Justified
   because an fp32 weight of magnitude 1e-2 has a resolution (ulp) near 1e-9: with any usual
   learning rate (<= 1e-1) an update from such a gradient no longer changes the weight, and with
