@@ -229,6 +229,32 @@ def test_a_run_stuck_from_the_start_is_a_stall_at_its_first_points():
     assert found and found[0].evidence["stuck_from_start"]
 
 
+def test_warm_up_without_a_logged_rate_is_the_same_share_of_the_steps_however_densely_logged():
+    every_step = infer_schedule(np.arange(1, 344)).warmup_end_step
+    assert every_step == 35  # a tenth of 343 steps
+    for interval in (5, 10, 20):  # a point sums up the `interval` steps before it
+        steps = np.arange(interval, 344, interval)
+        assert infer_schedule(steps).warmup_end_step - every_step < interval
+    assert infer_schedule(np.arange(20, 344, 20) + 100_000).warmup_end_step == infer_schedule(np.arange(20, 344, 20)).warmup_end_step + 100_000
+
+
+def test_a_run_stuck_at_chance_logged_every_20th_step_before_a_step_decay_is_a_stall():
+    """zoo_sealed_045 (AdamW, step decay at a third of 343 steps, means of 20 steps): a tenth of
+    17 points rounded up made the warm-up 40 steps long, and left 3 points at the high rate, too
+    few to judge; every step logged, the same run was stalled."""
+    rng = np.random.default_rng(12)
+    per_step = 2.08 + 0.03 * rng.standard_normal(343)
+    per_step[:15] += np.linspace(0.6, 0.0, 15)
+    lr_per_step = np.where(np.arange(1, 344) < 113, 0.012, 0.0012)
+    verdicts = []
+    for interval in (1, 20):
+        steps = np.arange(interval, 344, interval)
+        means = per_step[: steps.size * interval].reshape(-1, interval).mean(axis=1)
+        schedule = infer_schedule(steps, steps, lr_per_step[steps - 1])
+        verdicts.append([f.kind for f in stalled_convergence(steps, means, "loss", schedule)])
+    assert verdicts == [["stalled_convergence"], ["stalled_convergence"]]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_healthy_improving_run_is_neither_stalled_nor_diverging(seed):
     steps, y = curve(2500, seed=seed, noise=0.05)

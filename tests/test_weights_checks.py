@@ -122,3 +122,39 @@ def test_identical_weight_histograms_mean_the_weight_stopped_changing():
     )
     findings = weights_check(RunSignals.from_run(RunData("run", histograms={"weight/fc1.weight": hist})))
     assert [(f.kind, f.evidence["what"], f.step) for f in findings] == [("weight_updates", "stopped", 300)]
+
+
+def _stopping_run(gradients_vanish: bool) -> RunData:
+    """Four weights whose updates stop at step 1500 at a constant rate; the global gradient norm
+    collapses 1e-9-fold at that step, or stays as it was."""
+    rng = np.random.default_rng(3)
+    grad = np.exp(rng.normal(0, 0.2, N))
+    if gradients_vanish:
+        grad[150:] *= 1e-9
+    loss = 2.0 * np.exp(-STEPS / 3000) + 0.02 * rng.normal(size=N)
+    scalars = {
+        "train/lr": ScalarSeries.from_lists(STEPS, np.full(N, 1e-3)),
+        "train/loss": ScalarSeries.from_lists(STEPS, loss),
+        "train/grad_norm": ScalarSeries.from_lists(STEPS, grad),
+    }
+    for i in range(4):
+        r = ratios(seed=i)
+        r[150:] = 0.0
+        scalars[f"update_ratio/layers.{i}.weight"] = ScalarSeries.from_lists(STEPS, r)
+    return RunData("run", scalars=scalars)
+
+
+def test_weights_that_stop_because_the_gradients_vanished_are_part_of_that_alarm_not_a_second_one():
+    from tb_health_plugin.analysis.engine import analyze_run
+
+    findings = analyze_run(_stopping_run(gradients_vanish=True))["findings"]
+    alarms = {f["kind"] for f in findings if f["severity"] != "info"}
+    stopped = [f for f in findings if f["kind"] == "weight_updates"]
+    assert "vanishing_gradients" in alarms and "weight_updates" not in alarms
+    assert len(stopped) == 1 and stopped[0]["evidence"]["part_of"] == "vanishing_gradients"
+    assert stopped[0]["evidence"]["parameter_count"] == 4  # the parameters stay listed
+
+    findings = analyze_run(_stopping_run(gradients_vanish=False))["findings"]
+    alarms = [f for f in findings if f["severity"] != "info"]
+    assert [(f["kind"], f["evidence"]["what"]) for f in alarms] == [("weight_updates", "stopped")]
+    assert "part_of" not in alarms[0]["evidence"]

@@ -108,3 +108,19 @@ def test_hard_batches_one_step_in_four_reaches_are_no_spikes():
     assert zoo_labels.spike_steps(loss, 2.0, 6) == []
     loss[200] = 40.0  # a corrupted batch far above anything the run reaches
     assert zoo_labels.spike_steps(loss, 2.0, 6) == [200]
+
+
+def test_a_spike_shows_in_interval_means_when_it_lifts_its_mean_by_a_third_or_more():
+    # like zoo_sealed_007: a corrupted batch at 50x a loss of 0.11, logged as means of 10 steps
+    from bench.detection.cases_zoo import visibility
+
+    rng = np.random.default_rng(11)
+    loss = 0.11 * np.exp(rng.normal(0, 0.3, 300))
+    loss[154] = 5.6
+    loss[254] = 0.11 * 3.0  # a 3x batch: lifts its mean of 10 by about 20%, which no mean shows
+    logged = np.arange(10, 301, 10)
+    visible = visibility(logged, window_max=False, points=False, loss=loss)
+    assert visible(154, persistent=False) == 160
+    assert visible(254, persistent=False) is None
+    points = visibility(logged, window_max=False, points=True, loss=loss)  # the step itself is not logged
+    assert points(154, persistent=False) is None

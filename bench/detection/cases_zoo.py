@@ -162,10 +162,14 @@ def logged_steps(spec: dict) -> np.ndarray:
     return np.arange(every, spec["steps"] + 1, every)
 
 
-def visibility(logged: np.ndarray, window_max: bool, points: bool):
+def visibility(logged: np.ndarray, window_max: bool, points: bool, loss: np.ndarray | None = None):
     """`visible_step(k, persistent, nonfinite)` for `zoo_labels.label_run`: a one-step event shows
-    in points logged at its own step and in a logged window maximum (or count), not in interval
-    means, except a NaN or Inf, which makes its window's mean non-finite."""
+    in points logged at its own step and in a logged window maximum (or count). In interval
+    means it shows when it lifts its window's mean at least `zoo_labels.SPIKE_MEAN_LIFT` above
+    the median of the `zoo_labels.SPIKE_MEAN_CONTEXT` means before it (`loss`: the per-step
+    values the means are taken of), and a NaN or Inf always shows: it makes its window's mean
+    non-finite."""
+    means = None if points or window_max or loss is None else interval_means(loss, logged)
 
     def visible_step(k: int, persistent: bool = True, nonfinite: bool = False) -> int | None:
         step = k + 1
@@ -176,9 +180,19 @@ def visibility(logged: np.ndarray, window_max: bool, points: bool):
             return int(logged[index])
         if persistent or window_max or (points and int(logged[index]) == step):
             return int(logged[index])
+        if means is not None and zoo_labels.lifts_mean(means, index):
+            return int(logged[index])
         return None
 
     return visible_step
+
+
+def interval_means(loss: np.ndarray, logged: np.ndarray) -> np.ndarray:
+    """The mean of the per-step loss over each logging interval (the steps after the previous
+    logged step up to this one), as a Hugging Face-style trainer logs it."""
+    bounds = np.r_[0, logged]
+    with np.errstate(invalid="ignore"):
+        return np.array([np.mean(loss[a:b]) if b > a else np.nan for a, b in zip(bounds[:-1], bounds[1:])])
 
 
 def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
@@ -204,7 +218,7 @@ def labels_as_logged(run: ZooRun, logged: np.ndarray, points: bool, window_max: 
     grad = run.grad_norm if grad_norm else np.full(run.grad_norm.shape, np.nan)
     shown = np.zeros(run.grad_norm.size, dtype=bool)
     shown[logged - 1] = True  # the logs carry the norm of the logged step itself
-    return zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points),
+    return zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points, run.loss),
                                 run.step_time if step_time else None, lr=run.lr, grad_shown=shown)
 
 

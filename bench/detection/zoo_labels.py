@@ -99,7 +99,12 @@ Rules, in this order (a run may get several kinds):
    the quantile alone, so a second corrupted batch ten steps after a first is still one.
    Steps in the first `W` steps are not considered.
    A spike is labelled only where the run's logs can show it: the loss logged every step, a
-   logged window maximum (our hooks), or the spike's own step being a logged point.
+   logged window maximum (our hooks), the spike's own step being a logged point, or an
+   interval mean (the Hugging Face way) that the spike lifts by `SPIKE_MEAN_LIFT` (35%) or
+   more above the median of the `SPIKE_MEAN_CONTEXT` means before it. 35% is the smallest
+   lift of interval means the project is asked to find (issue 14: spikes that lift the logged
+   mean by 35-60%); a corrupted batch at 50x a loss of 0.11, averaged over 10 steps, lifted
+   its mean 4.3-fold and was once labelled healthy because a mean "cannot show" one step.
 
 7. throughput (only where the logs carry step times: our hooks' paths): the running median of
    the step time over a quarter of the run exceeds `SLOWDOWN` times its median over the first
@@ -155,6 +160,8 @@ SPIKE_RECOVERED = 1.5
 SPIKE_GIVEN_BACK = 0.9
 SPIKE_HISTORY = 100
 SPIKE_USUAL_QUANTILE = 0.95
+SPIKE_MEAN_LIFT = 0.35
+SPIKE_MEAN_CONTEXT = 5
 SLOWDOWN = 2.0
 SLOWDOWN_MIN_SECONDS = 60.0
 SLOWDOWN_MIN_SHARE = 0.05
@@ -372,6 +379,16 @@ def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:
                 and _recovered(float(np.median(after)), centre, excess)):
             out.append(k)
     return out
+
+
+def lifts_mean(means: np.ndarray, index: int) -> bool:
+    """Rule 6's visibility in interval means: the mean at `index` stands `SPIKE_MEAN_LIFT` above
+    the median of the `SPIKE_MEAN_CONTEXT` finite means before it."""
+    context = means[max(0, index - SPIKE_MEAN_CONTEXT):index]
+    context = context[np.isfinite(context)]
+    if not context.size or not np.isfinite(means[index]):
+        return False
+    return bool(means[index] >= (1 + SPIKE_MEAN_LIFT) * float(np.median(context)))
 
 
 def _recovered(after: float, centre: float, excess: float) -> bool:

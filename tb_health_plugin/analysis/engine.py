@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection
 from typing import Any
 
-from tb_health_plugin.analysis import diagnosis
+from tb_health_plugin.analysis import diagnosis, same_event
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.findings import run_report
 from tb_health_plugin.analysis.kinds import diagnosers, job_checks, registry, run_checks
@@ -46,7 +46,7 @@ def findings_for_run(signals: RunSignals) -> list[Event]:
             findings.append(_check_failed(check, result))
         else:
             findings.extend(result)
-    return findings
+    return same_event.said_once(findings)
 
 
 def analyze_runs(
