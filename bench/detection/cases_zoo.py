@@ -192,7 +192,7 @@ def interval_means(loss: np.ndarray, logged: np.ndarray) -> np.ndarray:
     logged step up to this one), as a Hugging Face-style trainer logs it."""
     bounds = np.r_[0, logged]
     with np.errstate(invalid="ignore"):
-        return np.array([np.mean(loss[a:b]) if b > a else np.nan for a, b in zip(bounds[:-1], bounds[1:])])
+        return np.array([np.mean(loss[a:b]) if b > a else np.nan for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
 def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
