@@ -171,6 +171,30 @@ def test_one_step_spike_between_logged_points_is_visible_in_the_window_maximum()
     assert [f.step for f in found] == [12349]
 
 
+# zoo_holdout_013's logged loss (a GELU MLP under Adam, every 5th step from step 5, step 1 first):
+# 2.07 down to 1e-7-3e-4, then 0.0005-0.017 after a corrupted batch at step 228.
+CONVERGED_THEN_MOVED = np.array([
+    2.07, 2.05, 2.01, 1.9, 1.58, 0.808, 0.296, 0.00442, 0.000151, 7.39e-06, 4.91e-06, 1.17e-05, 0.111,
+    0.000152, 0.00133, 0.00158, 6.11e-05, 1.56e-07, 1.54e-05, 0.000253, 1.61e-05, 2.18e-07, 0.000322,
+    7.58e-07, 4.85e-05, 9.43e-06, 9.68e-05, 5.56e-06, 2.79e-07, 3.41e-07, 9.56e-07, 9.13e-07, 0.000201,
+    7.88e-07, 8.88e-07, 0.00195, 6.26e-06, 0.000176, 1.89e-05, 4.04e-06, 9.7e-07, 1.7e-07, 8.68e-07,
+    4.21e-07, 1.58e-07, 9.7e-07, 1.43e-06, 2.32e-05, 0.000505, 0.000964, 0.0173, 0.00159, 0.00192,
+    0.00972, 0.00295, 0.00168, 0.00149, 0.00263, 0.00717, 0.00108, 0.00909, 0.00338, 0.00316, 0.000998,
+    0.00134, 0.000564, 0.00159, 0.00215, 0.000782, 0.00147, 0.00107, 0.000647, 0.00418, 0.00101,
+    0.00075, 0.00092, 0.000757, 0.000614, 0.000892, 0.00256, 0.00136, 0.000504, 0.000624,
+])
+
+
+def test_a_rise_that_stays_under_a_hundredth_of_the_start_is_no_divergence():
+    steps = np.r_[1, np.arange(5, 411, 5)]
+    found = loss_divergence(steps, CONVERGED_THEN_MOVED, "loss", infer_schedule(steps))
+    assert [f.kind for f in found] == []
+    lost_it = CONVERGED_THEN_MOVED.copy()
+    lost_it[steps >= 245] *= 30  # 0.015-0.5, up to a quarter of where it started: no longer converged
+    found = loss_divergence(steps, lost_it, "loss", infer_schedule(steps))
+    assert "divergence" in [f.kind for f in found]
+
+
 @pytest.mark.parametrize("interval", [1, 10, 100])
 def test_divergence_onset_is_reported_within_three_logged_points(interval):
     steps, y = curve(800, interval=interval, seed=6)

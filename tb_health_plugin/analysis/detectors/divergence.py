@@ -66,7 +66,13 @@ Method (excess over the running best, on the log of the loss):
    Only points after the one the start level was taken from count (a rise follows its
    start): logged every 10th step, the first `EDGE_POINTS` span 50 steps, in which a fast run
    can fall 1000x, and its first points then stand far above their lowest without any rise.
-8. A loss that is non-finite from its first logged point but was finite at the start (a finite
+8. A rise that stays in the converged regime is no divergence: a loss bounded below by zero
+   whose smoothed peak stays at or under `stall.CONVERGED_SHARE` (1%) of where the run started
+   has fit its data, and on the log scale its batch noise there is huge (zoo_holdout_013: a
+   classifier at 0.0000-0.0003 that a corrupted batch moved to 0.001-0.017, 1% of its starting
+   2.07, was a "41107x rise above its best" and a critical divergence). The stall detector
+   draws the same line: a flat tail there is convergence, not a stall.
+9. A loss that is non-finite from its first logged point but was finite at the start (a finite
    start loss as in 6, or a finite first point followed only by non-finite ones) blew up within
    the first logging window: the advice is the learning rate, not the inputs.
 """
@@ -85,6 +91,7 @@ from tb_health_plugin.analysis.detectors.robust import (
 )
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
+from tb_health_plugin.analysis.detectors.stall import CONVERGED_SHARE
 from tb_health_plugin.analysis.event import Event, Phrase
 
 SMOOTH_WINDOW = 5
@@ -248,6 +255,8 @@ def _finite_divergence(
             continue  # no longer than a spike: see step 4 of the module doc
         onset = _onset(y, best, sigma, start, settled_from)
         peak = start + int(np.argmax(y[start:stop]))
+        if _stays_converged(values, y, float(smooth[peak]), start_level):
+            continue  # step 8 of the module doc
         jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold[onset]
         if not open_at_end and (peak - onset < SUDDEN_POINTS or jumped):
             long_spikes.append(_long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma))
@@ -275,6 +284,15 @@ def _start_level(values: np.ndarray, y: np.ndarray, start_loss: float | None) ->
     if start_loss is not None and start_loss > 0 and np.all(values > 0):
         level = min(level, float(np.log(start_loss)))
     return level
+
+
+def _stays_converged(values: np.ndarray, y: np.ndarray, level: float, start_level: float) -> bool:
+    """Step 8 of the module doc: a loss bounded below by zero whose `level` (a log-loss) stays at
+    or under `CONVERGED_SHARE` of the loss the run started from."""
+    if np.any(values[np.isfinite(values)] < 0):
+        return False  # a loss that goes below zero has no "share of the start"
+    start = _loss_value(values, y, start_level)
+    return start > 0 and _level(values, y, level) <= CONVERGED_SHARE * start
 
 
 def _start_index(y: np.ndarray, start_level: float) -> int:
