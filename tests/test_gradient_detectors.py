@@ -219,6 +219,28 @@ def test_layer_norms_after_a_blow_up_are_not_called_vanishing():
     assert kinds == ["exploding_gradients"]
 
 
+def test_layers_killed_by_a_blow_up_while_the_loss_stays_finite_are_vanishing():
+    """zoo_sealed_115 (a 5-layer ReLU MLP under Momentum at 1.1): the norm rose 600x at step 14,
+    then every layer but the output bias had a gradient of exactly zero (dead ReLUs) and the loss
+    sat at chance, finite, to the end: a run stopped by dead units, not a network of NaN weights.
+    (Here the growth is held 30 points, so that the global norm alone shows it.)"""
+    rng = np.random.default_rng(1)
+    steps = np.arange(200) * 10
+    loss = np.r_[np.linspace(2.1, 1.9, 100), 2.08 + 0.02 * rng.standard_normal(100)]
+    global_norm = np.exp(rng.normal(0, 0.3, 200))
+    global_norm[100:130] *= 1e3  # held long enough to be a growth, not a spike
+    global_norm[130:] *= 0.3  # only the output bias still gets a gradient
+    scalars = {"train/loss": (steps, loss), "train/grad_norm": (steps, global_norm)}
+    for i in range(4):
+        layer = np.exp(rng.normal(0, 0.3, 200))
+        layer[100:130] *= 1e3
+        layer[130:] = 0.0
+        scalars[f"grad_norm/layers.{i}.weight"] = (steps, layer)
+    found = {f.kind: f for f in gradient_check(run_signals(scalars))}
+    assert set(found) == {"exploding_gradients", "vanishing_gradients"}
+    assert found["vanishing_gradients"].step >= steps[100]
+
+
 def test_a_norm_climbing_100x_right_before_it_turns_nonfinite_is_exploding():
     """A float16 run at a far too high rate: from the first step the norm climbs ~0.7 decades a step
     and overflows after 9 logged points, so there is no post-warm-up baseline to compare with."""

@@ -157,6 +157,22 @@ def gradient_check(signals: RunSignals) -> list[Event]:
         findings.extend(f for f in check(signals) if f.kind not in seen)
     exploded = [f.step for f in findings if f.kind == "exploding_gradients"]
     if exploded:  # after a blow-up, norms of a broken network (NaN weights, zeros) mean nothing more
-        findings = [f for f in findings if not (f.kind == "vanishing_gradients" and f.step >= min(exploded))]
+        broken = _loss_broken_from(signals, min(exploded))
+        findings = [f for f in findings if not (f.kind == "vanishing_gradients" and f.step >= min(exploded) and broken)]
     return findings
+
+
+def _loss_broken_from(signals: RunSignals, step: int) -> bool:
+    """Whether the network stopped computing numbers after the blow-up at `step`: the loss is
+    NaN/Inf at most of its logged points from there on (the weights went non-finite, and the
+    layers behind them report zeros; the few finite losses between, often exactly 0, are as
+    broken: zoo_dev_105), or no loss is logged to tell. A loss that stays finite means the
+    network still computes: layers whose gradients are exactly zero after a blow-up are dead
+    units (the jump pushed every ReLU below zero), a state that stops the run and is reported
+    as vanishing (zoo_sealed_115: a norm 600x up at step 14, then every layer but the output
+    bias exactly zero and the loss at chance, finite, for 320 steps)."""
+    if signals.loss is None or not len(signals.loss):
+        return True
+    after = signals.loss.values[signals.loss.steps >= step]
+    return after.size == 0 or float(np.mean(~np.isfinite(after))) >= 0.5
 
