@@ -167,9 +167,9 @@ def visibility(logged: np.ndarray, window_max: bool, points: bool, loss: np.ndar
     in points logged at its own step and in a logged window maximum (or count). In interval
     means it shows when it lifts its window's mean at least `zoo_labels.SPIKE_MEAN_LIFT` above
     the median of the `zoo_labels.SPIKE_MEAN_CONTEXT` means before it (`loss`: the per-step
-    values the means are taken of), and a NaN or Inf always shows: it makes its window's mean
-    non-finite."""
-    means = None if points or window_max or loss is None else interval_means(loss, logged)
+    values the means are taken of; `logged` is every `logged[0]`-th step, as every zoo log is),
+    and a NaN or Inf always shows: it makes its window's mean non-finite."""
+    means = None if points or window_max or loss is None else interval_means(loss, int(logged[0]))
 
     def visible_step(k: int, persistent: bool = True, nonfinite: bool = False) -> int | None:
         step = k + 1
@@ -187,12 +187,13 @@ def visibility(logged: np.ndarray, window_max: bool, points: bool, loss: np.ndar
     return visible_step
 
 
-def interval_means(loss: np.ndarray, logged: np.ndarray) -> np.ndarray:
-    """The mean of the per-step loss over each logging interval (the steps after the previous
-    logged step up to this one), as a Hugging Face-style trainer logs it."""
-    bounds = np.r_[0, logged]
+def interval_means(loss: np.ndarray, interval: int) -> np.ndarray:
+    """The mean of the per-step loss over each whole window of `interval` steps (the points a
+    Hugging Face-style trainer logs at steps `interval`, 2 `interval`, ...; a NaN or Inf makes
+    its window's mean non-finite)."""
+    points = loss.size // interval
     with np.errstate(invalid="ignore"):
-        return np.array([np.mean(loss[a:b]) if b > a else np.nan for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+        return loss[: points * interval].reshape(points, interval).mean(axis=1)
 
 
 def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:

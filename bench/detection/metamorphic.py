@@ -91,8 +91,7 @@ def every(interval: int, means: bool) -> Callable[[cases_zoo.ZooRun], Rendering]
     def render(run: cases_zoo.ZooRun) -> Rendering:
         points = run.loss.size // interval
         last = np.arange(1, points + 1) * interval - 1
-        windows = run.loss[: points * interval].reshape(points, interval)
-        loss = windows.mean(axis=1) if means else run.loss[last]
+        loss = cases_zoo.interval_means(run.loss, interval) if means else run.loss[last]
         series = {"train/loss": loss, "train/lr": run.lr[last], "train/grad_norm": run.grad_norm[last]}
         return Rendering([rows(last + 1, series)])
 

@@ -16,12 +16,10 @@ from dataclasses import replace
 
 from tb_health_plugin.analysis.event import Event
 
-ALARMS = ("warning", "critical")
-
 
 def said_once(findings: list[Event]) -> list[Event]:
     """The findings, with those that are part of another one turned into `info` (module doc)."""
-    vanishing = [f for f in findings if f.kind == "vanishing_gradients" and f.severity in ALARMS]
+    vanishing = [f for f in findings if f.kind == "vanishing_gradients" and f.severity != "info"]
     if not vanishing:
         return findings
     out = []

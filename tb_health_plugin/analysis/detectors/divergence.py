@@ -68,7 +68,7 @@ Method (excess over the running best, on the log of the loss):
    can fall 1000x, and its first points then stand far above their lowest without any rise.
 8. A rise that stays in the converged regime is no divergence: a loss bounded below by zero
    whose smoothed peak stays at or under `stall.CONVERGED_SHARE` (1%) of where the run started
-   has fit its data, and on the log scale its batch noise there is huge (zoo_holdout_013: a
+   has fit its data (`stall.converged`), and on the log scale its batch noise there is huge (zoo_holdout_013: a
    classifier at 0.0000-0.0003 that a corrupted batch moved to 0.001-0.017, 1% of its starting
    2.07, was a "41107x rise above its best" and a critical divergence). The stall detector
    draws the same line: a flat tail there is convergence, not a stall.
@@ -91,7 +91,7 @@ from tb_health_plugin.analysis.detectors.robust import (
 )
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
-from tb_health_plugin.analysis.detectors.stall import CONVERGED_SHARE
+from tb_health_plugin.analysis.detectors.stall import converged
 from tb_health_plugin.analysis.event import Event, Phrase
 
 SMOOTH_WINDOW = 5
@@ -253,10 +253,10 @@ def _finite_divergence(
         open_at_end = stop >= n
         if stop - start <= MAX_SPIKE_POINTS and not (open_at_end and ends_nonfinite):
             continue  # no longer than a spike: see step 4 of the module doc
-        onset = _onset(y, best, sigma, start, settled_from)
         peak = start + int(np.argmax(y[start:stop]))
-        if _stays_converged(values, y, float(smooth[peak]), start_level):
+        if converged(_level(values, y, float(smooth[peak])), _loss_value(values, y, start_level), values):
             continue  # step 8 of the module doc
+        onset = _onset(y, best, sigma, start, settled_from)
         jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold[onset]
         if not open_at_end and (peak - onset < SUDDEN_POINTS or jumped):
             long_spikes.append(_long_spike(steps, values, y, best, tag, what, onset, peak, stop, sigma))
@@ -284,15 +284,6 @@ def _start_level(values: np.ndarray, y: np.ndarray, start_loss: float | None) ->
     if start_loss is not None and start_loss > 0 and np.all(values > 0):
         level = min(level, float(np.log(start_loss)))
     return level
-
-
-def _stays_converged(values: np.ndarray, y: np.ndarray, level: float, start_level: float) -> bool:
-    """Step 8 of the module doc: a loss bounded below by zero whose `level` (a log-loss) stays at
-    or under `CONVERGED_SHARE` of the loss the run started from."""
-    if np.any(values[np.isfinite(values)] < 0):
-        return False  # a loss that goes below zero has no "share of the start"
-    start = _loss_value(values, y, start_level)
-    return start > 0 and _level(values, y, level) <= CONVERGED_SHARE * start
 
 
 def _start_index(y: np.ndarray, start_level: float) -> int:

@@ -151,7 +151,7 @@ def stalled_convergence(
         allowed = RATE_SHARE * earlier_rate * tail.span
         if not _flat_within(tail, allowed, against_earlier_pace=True):
             continue
-        if _converged(values, s, d1):
+        if converged(float(np.median(values[s:d1])), _start_level(values), values):
             return []
         plateau = float(np.median(y[s + (d1 - s) // 2 : d1]))
         reached = np.flatnonzero(trend[d0:d1] <= plateau + sigma)
@@ -185,14 +185,13 @@ def _start_level(series: np.ndarray) -> float:
     return min(float(np.median(series[:START_POINTS])), float(series[0]))
 
 
-def _converged(values: np.ndarray, s: int, d1: int) -> bool:
-    """Step 6 of the module doc: a loss bounded below by zero whose tail stands at
-    `CONVERGED_SHARE` of its start or below has fit its data; a flat tail there is
-    convergence, not a stall."""
-    start = _start_level(values)
-    if np.any(values < 0) or start <= 0:
+def converged(level: float, start: float, values: np.ndarray) -> bool:
+    """Step 6 of the module doc: a loss bounded below by zero (none of its finite `values` under
+    zero) that stands at `level`, `CONVERGED_SHARE` of its `start` or below, has fit its data.
+    The divergence detector draws the same line for a rise."""
+    if start <= 0 or np.any(values[np.isfinite(values)] < 0):
         return False  # a loss that goes below zero has no "share of the start"
-    return float(np.median(values[s:d1])) <= CONVERGED_SHARE * start
+    return level <= CONVERGED_SHARE * start
 
 
 def _whole_change(x: np.ndarray, y: np.ndarray, min_points: int = MIN_DOMAIN_POINTS) -> LinearFit | None:
