@@ -8,6 +8,14 @@ with `part_of` naming the finding that carries the alarm (and the cause and the 
   times the gradient (times the optimiser's scaling), so a gradient norm that collapsed stops
   the weights it feeds. Two alarms for it would make one fault look like two; the stopped
   parameters stay listed in the `info` finding.
+* a rise of the loss that recovered (a `divergence` with an end) around a non-finite episode
+  that lies wholly inside it and ended too: the update that overflowed is what also threw the
+  finite values around the NaN/Inf points up, as the spike detector's step 9 states for short
+  excursions. The non-finite finding names the event, its first step and the advice (restart
+  before it, lower the rate or the loss scale); a second alarm for the finite edges of the same
+  blow-up would repeat it (issue 14: findings about one event must not repeat each other). A
+  rise that does not end is the opposite case: there the non-finite end is part of the
+  divergence (`checks/loss.py`).
 """
 
 from __future__ import annotations
@@ -19,15 +27,23 @@ from tb_health_plugin.analysis.event import Event
 
 def said_once(findings: list[Event]) -> list[Event]:
     """The findings, with those that are part of another one turned into `info` (module doc)."""
-    vanishing = [f for f in findings if f.kind == "vanishing_gradients" and f.severity != "info"]
-    if not vanishing:
+    alarms = [f for f in findings if f.severity != "info"]
+    vanishing = [f for f in alarms if f.kind == "vanishing_gradients"]
+    nonfinite = [f for f in alarms if f.kind == "nonfinite" and "part_of" not in f.evidence]
+    if not vanishing and not nonfinite:
         return findings
     out = []
     for finding in findings:
         if _stopped_by_vanishing(finding, vanishing):
-            finding = replace(finding, severity="info", evidence={**finding.evidence, "part_of": "vanishing_gradients"})
+            finding = _part_of(finding, "vanishing_gradients")
+        elif _edges_of_nonfinite(finding, nonfinite):
+            finding = _part_of(finding, "nonfinite")
         out.append(finding)
     return out
+
+
+def _part_of(finding: Event, kind: str) -> Event:
+    return replace(finding, severity="info", evidence={**finding.evidence, "part_of": kind})
 
 
 def _stopped_by_vanishing(finding: Event, vanishing: list[Event]) -> bool:
@@ -36,3 +52,11 @@ def _stopped_by_vanishing(finding: Event, vanishing: list[Event]) -> bool:
         return False
     end = finding.end_step if finding.end_step is not None else finding.step
     return any(v.step <= end for v in vanishing)
+
+
+def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> bool:
+    """A recovered rise of the loss that holds a whole, ended non-finite episode."""
+    if finding.kind != "divergence" or finding.severity == "info" or finding.end_step is None:
+        return False
+    return any(finding.step <= n.step and n.end_step is not None and n.end_step <= finding.end_step
+               for n in nonfinite)
