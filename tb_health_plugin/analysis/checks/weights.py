@@ -47,8 +47,9 @@ def _events(signals: RunSignals) -> list[tuple[str, Event]]:
     for param, series in signals.param_update_ratios.items():
         share = _lr_share(signals, series.steps)
         steps, tag = series.steps, f"update_ratio/{param}"
-        found += [(param, e) for e in (large_updates(series.values, steps, tag),
-                                       stopped_by_ratio(series.values, share, steps, tag))]
+        if is_matrix_like(param):  # the 1e-3 rule of thumb is a matrix's; a bias starts at 0
+            found.append((param, large_updates(series.values, steps, tag)))
+        found.append((param, stopped_by_ratio(series.values, share, steps, tag)))
     for param, series in signals.param_weight_norms.items():
         steps, tag = series.steps, f"weight_norm/{param}"
         if param not in signals.param_update_ratios:

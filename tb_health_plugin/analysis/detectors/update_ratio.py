@@ -6,7 +6,10 @@
   wide margins around it:
   - too large: r at or above `LARGE_UPDATE_RATIO` (0.1, each step rewrites a tenth of the
     weight) sustained for `sustained_length(n)` points after warm-up: the learning rate is far
-    too high for that parameter. Judged on the finite ratios only: a NaN or Inf ratio is a
+    too high for that parameter. Weight matrices only (`checks/weights.py` asks `is_matrix_like`):
+    the rule of thumb is a matrix's, and a bias starts at 0 with a small norm, so an ordinary
+    update is a large share of it (a sigmoid MLP under Momentum at 1.5 that learns moves its
+    output bias by a third of its norm per step, its matrices by 0.5-2%). Judged on the finite ratios only: a NaN or Inf ratio is a
     weight that already went non-finite (the non-finite and divergence findings own that
     blow-up; calling it an update "inf of its norm" repeated it as a second, vaguer problem) or
     a first update of an all-zero tensor.
