@@ -335,3 +335,25 @@ def test_a_diverged_run_whose_few_finite_losses_had_zero_norms_did_not_lose_its_
     loss[finite_later], norms[finite_later] = 0.0, 0.0
     kinds = [f.kind for f in global_norm_check(run_signals({"train/grad_norm": (steps, norms), "train/loss": (steps, loss)}))]
     assert "vanishing_gradients" not in kinds
+
+
+# zoo_sealed_005 as MindFormers-style logs show it (every 10th step): a float16 classifier under
+# AdamW whose logits saturate, so at many steps both its loss and its gradient norm are exactly 0.
+SATURATED_LOSS = [2.479, np.inf, np.inf, 1.456, 2.068, 5.609, np.inf, 1.288, 0.4583, 0.1959, np.inf, np.inf, 0.0,
+                  0.1323, 3.035, 2.992e-05, 0.0, 0.01799, 3.387, 0.0, 0.0, 0.0, 0.07623, 0.2793, 0.0, 0.1245, 0.0,
+                  0.0, 0.0, 0.1171, 0.07892, 0.5464, 0.03123, 0.1404, 0.0, 0.0, 0.09448, 1.938, 0.3435, np.inf]
+SATURATED_NORM = [1.871, 10.74, 12.79, 6.871, 7.805, 8.059, 12.33, 5.487, 2.288, 6.247, 10.32, 2.358, 0.0, 0.03519,
+                  8.038, 0.0005565, 0.0, 3.552, 3.543, 0.0, 0.0, 0.0, 0.05547, 2.18, 0.0, 4.302, 0.0, 0.0, 0.0,
+                  0.3884, 0.2254, 3.674, 1.466, 0.1881, 0.0, 0.0, 0.02962, 5.578, 2.414, 1.925]
+
+
+def test_zero_gradients_of_a_loss_at_zero_are_convergence_not_vanishing():
+    """The absolute floor is not vanishing while the loss over it has fit its data (at most 1% of
+    its start): the gradient of a loss at its minimum is zero. The same norms under a loss that
+    stays near its start (2.1) are."""
+    loss, norms = np.array(SATURATED_LOSS), np.array(SATURATED_NORM)
+    assert vanishing(norms) is not None  # the norms alone sit at the floor
+    assert vanishing(norms, loss) is None
+    stuck = np.where(loss == 0.0, 2.1, loss)
+    found = vanishing(norms, stuck)
+    assert found is not None and found.severity == "critical"

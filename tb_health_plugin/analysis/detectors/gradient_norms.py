@@ -57,7 +57,12 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   because an fp32 weight of magnitude 1e-2 has a resolution (ulp) near 1e-9: with any usual
   learning rate (<= 1e-1) an update from such a gradient no longer changes the weight, and with
   Adam it falls under the default epsilon (1e-8) and is scaled to nothing. Exactly zero norms
-  (dead ReLUs, a detached graph) are below the floor too.
+  (dead ReLUs, a detached graph) are below the floor too. Not while the loss over that stretch
+  has fit its data (`stall.converged`: its median at or under 1% of where it started): the
+  gradient of a loss at its minimum is zero, and a float16 classifier whose logits saturate
+  logs a loss of exactly 0 and a gradient norm of exactly 0 at the same steps (zoo runs of the
+  sealed seed 61591 were "vanishing" there while their loss sat at 0.000-0.03 of a start of
+  2.1-2.5); the zoo labels global vanishing only while the loss stays above half its start.
 """
 
 from __future__ import annotations
@@ -259,6 +264,8 @@ def _vanishing(values: np.ndarray, loss: np.ndarray | None, overflowed: np.ndarr
     warm = warmup_points(n)
     min_length = sustained_length(n, share=0.1)
     floor_run = first_sustained_run(level <= np.log10(ABSOLUTE_FLOOR), min_length)
+    if floor_run is not None and _loss_fitted(loss, *floor_run):
+        return None  # a loss at its minimum has a zero gradient: convergence (module doc)
     if floor_run is not None:
         start, stop = floor_run
         while start - 1 >= 0 and logs[start - 1] <= np.log10(ABSOLUTE_FLOOR):
@@ -301,6 +308,24 @@ def _vanishing(values: np.ndarray, loss: np.ndarray | None, overflowed: np.ndarr
             "loss_drop_factor": None if loss_drop is None else 10.0**loss_drop,
         },
     )
+
+
+def _loss_fitted(loss: np.ndarray | None, start: int, stop: int) -> bool:
+    """Whether the loss over points [start, stop) stands in the converged regime of
+    `stall.converged`: at most 1% of where it started (the lower of the median of its first 3
+    finite values and the first one), never below zero."""
+    from tb_health_plugin.analysis.detectors.stall import converged
+
+    if loss is None:
+        return False
+    loss = np.asarray(loss, dtype=np.float64)
+    finite = loss[np.isfinite(loss)]
+    during = loss[start:stop]
+    during = during[np.isfinite(during)]
+    if finite.size < 3 or not during.size:
+        return False
+    start_level = min(float(np.median(finite[:3])), float(finite[0]))
+    return converged(float(np.median(during)), start_level, finite)
 
 
 def _median_norm(values: np.ndarray) -> float:
