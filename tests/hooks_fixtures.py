@@ -48,3 +48,33 @@ def regression_data(samples: int = 64, features: int = 8, seed: int = 0) -> tupl
     x = rng.normal(size=(samples, features)).astype(np.float32)
     y = (x @ rng.normal(size=(features, 1))).astype(np.float32)
     return x, y
+
+
+def teacher_batches(rng: np.random.Generator, steps: int, batch: int, features: int, classes: int, noise: float):
+    """Minibatches of a noisy teacher classifier: y = argmax(x @ teacher + noise * N(0, 1))."""
+    teacher = rng.normal(size=(features, classes))
+    for _ in range(steps):
+        x = rng.normal(size=(batch, features)).astype(np.float32)
+        yield x, np.argmax(x @ teacher + noise * rng.normal(size=(batch, classes)), axis=1).astype(np.int32)
+
+
+def train_classifier_with_hooks(log_dir: Path, net, optimizer, batches, batch_size: int, collect_freq: int) -> None:
+    """The README's custom loop: `value_and_grad` under `ms.jit`, the norms from `grad_norm_stats`,
+    `HealthLogger.log_step` every step (cross-entropy over integer labels)."""
+    import mindspore as ms
+    from mindspore import Tensor, nn, ops
+
+    from trainer_hooks import HealthLogger, grad_norm_stats, lr_of_step
+
+    loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    grad_fn = ms.value_and_grad(loss_net, None, optimizer.parameters)
+
+    @ms.jit
+    def train_step(x, y):
+        loss, grads = grad_fn(x, y)
+        return ops.depend(loss, optimizer(grads)), grad_norm_stats(grads)
+
+    with HealthLogger(str(log_dir), collect_freq=collect_freq, parameters=net, batch_size=batch_size) as health:
+        for step, (x, y) in enumerate(batches, start=1):
+            loss, stats = train_step(Tensor(x), Tensor(y))
+            health.log_step(step, loss, grad_stats=stats, lr=lr_of_step(optimizer, step))

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 ms = pytest.importorskip("mindspore")
-from mindspore import Tensor, nn, ops  # noqa: E402
+from mindspore import nn  # noqa: E402
 
-from trainer_hooks import HealthLogger, grad_norm_stats, lr_of_step  # noqa: E402
+from tests.hooks_fixtures import teacher_batches, train_classifier_with_hooks  # noqa: E402
 
 pytestmark = pytest.mark.mindspore
 REPO = Path(__file__).resolve().parents[1]
@@ -28,23 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 def train_small_mlp(log_dir: Path, seed: int, steps: int = 300, batch: int = 16) -> None:
     ms.set_seed(seed)
     rng = np.random.default_rng(seed)
-    teacher = rng.normal(size=(20, 4))
     net = nn.SequentialCell(nn.Dense(20, 64), nn.ReLU(), nn.Dense(64, 4))
-    loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
     optimizer = nn.Adam(net.trainable_params(), learning_rate=1e-3)
-    grad_fn = ms.value_and_grad(loss_net, None, optimizer.parameters)
-
-    @ms.jit
-    def train_step(x, y):
-        loss, grads = grad_fn(x, y)
-        return ops.depend(loss, optimizer(grads)), grad_norm_stats(grads)
-
-    with HealthLogger(str(log_dir), collect_freq=10, parameters=net, batch_size=batch) as health:
-        for step in range(1, steps + 1):
-            x = rng.normal(size=(batch, 20)).astype(np.float32)
-            y = np.argmax(x @ teacher + 0.5 * rng.normal(size=(batch, 4)), axis=1).astype(np.int32)
-            loss, stats = train_step(Tensor(x), Tensor(y))
-            health.log_step(step, loss, grad_stats=stats, lr=lr_of_step(optimizer, step))
+    batches = teacher_batches(rng, steps, batch, features=20, classes=4, noise=0.5)
+    train_classifier_with_hooks(log_dir, net, optimizer, batches, batch, collect_freq=10)
 
 
 def test_a_healthy_adam_mlp_logged_through_the_hooks_has_no_loss_spike(tmp_path, monkeypatch):

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 ms = pytest.importorskip("mindspore")
-from mindspore import Tensor, nn, ops  # noqa: E402
+from mindspore import nn  # noqa: E402
 
 from tb_health_plugin.analysis.checks.weights import weights_check  # noqa: E402
 from tb_health_plugin.analysis.detectors.update_ratio import large_updates  # noqa: E402
 from tb_health_plugin.analysis.signals import RunSignals  # noqa: E402
 from tb_health_plugin.readers import read_logdir  # noqa: E402
-from trainer_hooks import HealthLogger, grad_norm_stats, lr_of_step  # noqa: E402
+from tests.hooks_fixtures import teacher_batches, train_classifier_with_hooks  # noqa: E402
 
 pytestmark = pytest.mark.mindspore
 
@@ -27,23 +27,10 @@ pytestmark = pytest.mark.mindspore
 def train_sigmoid_mlp(log_dir, seed: int = 0, steps: int = 300, batch: int = 8, lr: float = 1.5) -> None:
     ms.set_seed(seed)
     rng = np.random.default_rng(seed)
-    teacher = rng.normal(size=(16, 8))
     net = nn.SequentialCell(nn.Dense(16, 32), nn.Sigmoid(), nn.Dense(32, 32), nn.Sigmoid(), nn.Dense(32, 8))
-    loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
     optimizer = nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9)
-    grad_fn = ms.value_and_grad(loss_net, None, optimizer.parameters)
-
-    @ms.jit
-    def train_step(x, y):
-        loss, grads = grad_fn(x, y)
-        return ops.depend(loss, optimizer(grads)), grad_norm_stats(grads)
-
-    with HealthLogger(str(log_dir), collect_freq=5, parameters=net, batch_size=batch) as health:
-        for step in range(1, steps + 1):
-            x = rng.normal(size=(batch, 16)).astype(np.float32)
-            y = np.argmax(x @ teacher + rng.normal(size=(batch, 8)), axis=1).astype(np.int32)
-            loss, stats = train_step(Tensor(x), Tensor(y))
-            health.log_step(step, loss, grad_stats=stats, lr=lr_of_step(optimizer, step))
+    batches = teacher_batches(rng, steps, batch, features=16, classes=8, noise=1.0)
+    train_classifier_with_hooks(log_dir, net, optimizer, batches, batch, collect_freq=5)
 
 
 def test_a_bias_that_moves_a_third_of_its_small_norm_each_step_is_no_weight_finding(tmp_path, monkeypatch):
