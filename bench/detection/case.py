@@ -26,10 +26,18 @@ class Case:
     creep: bool = False  # a divergence that rises slowly (its onset delay is scored as a share of the run)
     steps: int | None = None  # the run's length in steps, for delays as a share of the run
     note: str = ""  # what the run is, printed next to its mistakes
+    # kinds whose label the rule cannot decide at its own resolution: either verdict is accepted
+    # and neither is scored (zoo_labels, rule 5's "Undetermined")
+    undetermined: frozenset[str] = frozenset()
 
     @property
     def healthy(self) -> bool:
-        return not self.expected
+        """No kind is labelled, beyond the undetermined ones."""
+        return not (set(self.expected) - self.undetermined)
+
+    def scored(self, kinds: set[str]) -> set[str]:
+        """`kinds` without the undetermined ones."""
+        return set(kinds) - self.undetermined
 
 
 class SeededShape(Protocol):

@@ -167,6 +167,8 @@ class Counts:
 def run_level(cases: list[Case], predictions: Predictions, kind: str) -> Counts:
     counts = Counts()
     for case in cases:
+        if kind in case.undetermined:
+            continue
         labelled, found = kind in case.expected, kind in predictions.kinds(case.name)
         counts.tp += labelled and found
         counts.fp += found and not labelled
@@ -224,7 +226,7 @@ def healthy_alarm_share(cases: list[Case], predictions: Predictions) -> float:
     healthy = [c for c in cases if c.healthy]
     if not healthy:
         return float("nan")
-    return sum(bool(predictions.alarms.get(c.name)) for c in healthy) / len(healthy)
+    return sum(bool(c.scored(predictions.kinds(c.name))) for c in healthy) / len(healthy)
 
 
 def any_alarm_recall(cases: list[Case], predictions: Predictions, kind: str) -> float:
@@ -246,7 +248,9 @@ def print_tables(split: str, cases: list[Case], tools: list[Predictions], info: 
     for case in cases:
         families[case.family] += 1
     healthy = sum(c.healthy for c in cases)
-    print(f"\n== split {split}: {len(cases)} runs ({dict(families)}), {healthy} healthy ==")
+    undetermined = sum(bool(c.undetermined) for c in cases)
+    print(f"\n== split {split}: {len(cases)} runs ({dict(families)}), {healthy} healthy, "
+          f"{undetermined} with a kind undetermined (either verdict accepted, not scored) ==")
     ours = tools[0]
     print("\ntb-health per kind (run level)")
     print(f"{'kind':<22}{'runs':>6}{'prec':>8}{'recall':>8}{'F1':>8}")
@@ -304,8 +308,8 @@ def print_spike_events_by_family(cases: list[Case], predictions: Predictions, in
 def misses(cases: list[Case], predictions: Predictions) -> list[str]:
     lines = []
     for case in cases:
-        found = predictions.kinds(case.name)
-        missing = set(case.expected) - found
+        found = case.scored(predictions.kinds(case.name))
+        missing = case.scored(set(case.expected)) - found
         extra = found - set(case.expected)
         spikes = sorted(set(predictions.steps(case.name, "loss_spike")))
         labelled = sorted(case.expected.get("loss_spike", []))
