@@ -79,6 +79,7 @@ from tb_health_plugin.analysis.detectors.robust_levels import (
     sustained_length,
     warmup_points,
 )
+from tb_health_plugin.analysis.detectors.stall import START_POINTS, converged, start_level
 from tb_health_plugin.analysis.event import Event
 
 EXPLODE_DECADES = 2.0
@@ -312,20 +313,17 @@ def _vanishing(values: np.ndarray, loss: np.ndarray | None, overflowed: np.ndarr
 
 def _loss_fitted(loss: np.ndarray | None, start: int, stop: int) -> bool:
     """Whether the loss over points [start, stop) stands in the converged regime of
-    `stall.converged`: at most 1% of where it started (the lower of the median of its first 3
-    finite values and the first one), never below zero."""
-    from tb_health_plugin.analysis.detectors.stall import converged
-
+    `stall.converged`: at most 1% of where it started (`stall.start_level` of its finite
+    values), never below zero."""
     if loss is None:
         return False
     loss = np.asarray(loss, dtype=np.float64)
     finite = loss[np.isfinite(loss)]
     during = loss[start:stop]
     during = during[np.isfinite(during)]
-    if finite.size < 3 or not during.size:
+    if finite.size < START_POINTS or not during.size:
         return False
-    start_level = min(float(np.median(finite[:3])), float(finite[0]))
-    return converged(float(np.median(during)), start_level, finite)
+    return converged(float(np.median(during)), start_level(finite), finite)
 
 
 def _median_norm(values: np.ndarray) -> float:

@@ -151,7 +151,7 @@ def stalled_convergence(
         allowed = RATE_SHARE * earlier_rate * tail.span
         if not _flat_within(tail, allowed, against_earlier_pace=True):
             continue
-        if converged(float(np.median(values[s:d1])), _start_level(values), values):
+        if converged(float(np.median(values[s:d1])), start_level(values), values):
             return []
         plateau = float(np.median(y[s + (d1 - s) // 2 : d1]))
         reached = np.flatnonzero(trend[d0:d1] <= plateau + sigma)
@@ -164,7 +164,7 @@ def stalled_convergence(
 def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, d1: int) -> LinearFit | None:
     """Steps 4-5 of the module doc: the Theil-Sen line over the whole domain when it shows a
     run stuck far from converged, else None."""
-    start = _start_level(y)
+    start = start_level(y)
     end_level = float(np.median(y[d1 - max(1, (d1 - d0) // 10) : d1]))
     if end_level <= start + np.log(NOT_HALVED_SHARE):
         return None  # tested first: cheap, and most runs end here (no Theil-Sen line)
@@ -179,9 +179,10 @@ def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, 
     return whole
 
 
-def _start_level(series: np.ndarray) -> float:
+def start_level(series: np.ndarray) -> float:
     """Where the run started (step 4 of the module doc): the lower of the median of the first
-    `START_POINTS` values and the first one, the untrained model's."""
+    `START_POINTS` values and the first one, the untrained model's. The gradient-norm detector
+    judges a loss's convergence from the same start."""
     return min(float(np.median(series[:START_POINTS])), float(series[0]))
 
 
