@@ -400,3 +400,39 @@ def test_batch_noise_of_a_converged_tail_is_judged_against_its_own_noise_not_the
     rising[22:] *= np.geomspace(1.0, 20.0, values.size - 22)
     (found,) = loss_divergence(steps, rising, "loss", schedule)
     assert found.kind == "divergence" and found.severity == "critical" and 100 <= found.step <= 125
+
+
+# zoo_sealed_063 of seed 24171 as its SummaryCollector logged it (every 5th step and step 1, no
+# learning rate): Momentum at 0.73 on a 6-layer tanh MLP. Its loss went from 1.3 to 10-24 within
+# the first tenth of the run (the default warm-up, where the running best does not start), stayed
+# there for 100 steps and came back to 2-4: the run was reported healthy.
+EXCURSION_STEPS = np.concatenate(([1], np.arange(5, 296, 5)))
+EXCURSION_LOSS = np.array([
+    2.09, 2.048, 1.325, 4.271, 8.264, 15.422, 9.564, 10.111, 14.581, 23.255, 23.376, 23.863, 12.366,
+    15.366, 13.056, 13.691, 22.23, 18.872, 15.245, 9.549, 13.581, 14.956, 14.201, 6.872, 8.886, 6.6,
+    7.832, 4.618, 2.69, 5.956, 4.728, 5.442, 3.644, 4.713, 4.725, 4.589, 5.35, 4.438, 2.813, 2.172,
+    2.834, 3.115, 3.239, 7.851, 3.412, 2.629, 3.715, 2.723, 5.193, 3.408, 2.942, 2.692, 2.637, 3.042,
+    2.93, 2.575, 3.035, 4.11, 2.402, 3.874,
+])
+
+
+def test_a_recovered_excursion_far_above_the_start_is_a_divergence_warning():
+    schedule = infer_schedule(EXCURSION_STEPS)
+    found = loss_divergence(EXCURSION_STEPS, EXCURSION_LOSS, "loss/auto", schedule)
+    assert [(f.kind, f.severity, f.step) for f in found] == [("divergence", "warning", 15)]
+    assert found[0].end_step >= 110 and found[0].evidence["ratio_peak_to_start"] > 15
+    assert "no recovery" in english(found[0])
+
+
+def test_the_same_excursion_under_twice_the_start_is_none():
+    start = np.log(EXCURSION_LOSS[2])
+    y = np.log(EXCURSION_LOSS)
+    lower = np.exp(start + np.minimum(y - start, np.log(1.9)))  # every point under 1.9x the start
+    assert loss_divergence(EXCURSION_STEPS, lower, "loss/auto", infer_schedule(EXCURSION_STEPS)) == []
+
+
+def test_a_short_excursion_above_twice_the_start_is_left_to_the_spike_detector():
+    y = np.log(EXCURSION_LOSS).copy()
+    y[9:] = np.log(2.0) + 0.1 * np.sin(np.arange(y.size - 9))  # back after 6 points above twice the start
+    assert [f for f in loss_divergence(EXCURSION_STEPS, np.exp(y), "loss/auto", infer_schedule(EXCURSION_STEPS))
+            if f.kind == "divergence"] == []

@@ -157,9 +157,13 @@ def load(spec: dict) -> ZooRun:
     return ZooRun(spec, data["loss"], data["grad_norm"], data["lr"], data["step_time"], stem.with_suffix(".logs"))
 
 
+STEP_ONE_PATHS = ("hooks_logger", "hooks_monitor", "summary_collector")  # also log step 1, the untrained loss
+
+
 def logged_steps(spec: dict) -> np.ndarray:
     every = spec["log_every"]
-    return np.arange(every, spec["steps"] + 1, every)
+    steps = np.arange(every, spec["steps"] + 1, every)
+    return np.concatenate(([1], steps)) if spec["logging"] in STEP_ONE_PATHS and every > 1 else steps
 
 
 def visibility(logged: np.ndarray, window_max: bool, points: bool, loss: np.ndarray | None = None):

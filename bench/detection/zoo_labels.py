@@ -19,7 +19,21 @@ Rules, in this order (a run may get several kinds):
    its steps (the least running median over `n // 10` steps before the end window, not one
    lucky stretch): it ends nearer its untrained loss than its best and has lost a material
    part of it (issue 14: coming back to the initial loss is not a recovery; the detector's
-   `climb_back.py` states the same rule on logged points). Onset: where `smooth` is least before it first exceeds
+   `climb_back.py` states the same rule on logged points), or the run went through weights
+   worse than their initialisation for longer than a spike: `smooth` above `DIVERGE_FACTOR`
+   times the untrained level (rule 5's start: the lower of `initial` and the first finite
+   loss) for more than `W` consecutive steps holding more than `SUSTAINED_POINTS` = 8 logged
+   points, whatever came after (issue 14: an excursion far above the start is a divergence
+   whether or not it recovers; the end test above is the same factor at the end alone). A
+   rise of a few logged points cannot be told from a spike in the logs (the spike detector's
+   widest spike, `MAX_WIDTH_POINTS`, is 8 points), and an early blow-up inside the first one
+   or two logging intervals shows as one or two points: those are not labelled by this clause,
+   nor the part of a stretch up to its last NaN or Inf step (the values around an overflow are
+   part of that numerical failure, rule 1's event, as in the detector's `same_event`: only the
+   finite steps after it count), nor one in a
+   log whose first point already stands above that line (it shows no start to
+   rise from: a Trainer logging every 10th step from step 10 after a blow-up in the first 10).
+   Onset: where `smooth` is least before it first exceeds
    `ONSET_FACTOR` times its running minimum (or turns non-finite); 0 when it never was lower.
    A divergence is a "slow creep" when its loss rises, taking more than `CREEP_SHARE` of the
    run from the onset to that crossing. A crossing into NaN/Inf is no creep, however long
@@ -147,6 +161,7 @@ from scipy.stats import mannwhitneyu
 SMOOTH_MIN = 5
 SMOOTH_DIVISOR = 50
 DIVERGE_FACTOR = 2.0
+SUSTAINED_POINTS = 8  # rule 2: a rise above twice the start over more logged points than a spike
 REBOUND_FACTOR = 5.0
 REBOUND_MIN_SHARE = 0.25
 CLIMB_BACK_SHARE = 0.5
@@ -234,7 +249,13 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     lost = final - held_best
     learned = initial - held_best
     climbed_back = learned > 0 and lost > CLIMB_BACK_SHARE * learned and lost > REBOUND_MIN_SHARE * initial
-    if ends_bad or final > DIVERGE_FACTOR * initial or rebound or climbed_back:
+    untrained = untrained_level(safe, initial)
+    first_logged = min(logged(0) - 1, n - 1)  # the raw step of the first logged point
+    worse_than_init = bool(safe[first_logged] <= DIVERGE_FACTOR * untrained) and any(
+        b - a > window and len({logged(k) for k in range(a, b)}) > SUSTAINED_POINTS
+        for a, b in after_nonfinite(true_runs((smooth > DIVERGE_FACTOR * untrained) | ~finite), finite)
+    )
+    if ends_bad or final > DIVERGE_FACTOR * initial or rebound or climbed_back or worse_than_init:
         onset, crossing = divergence_onset(smooth, finite)
         labels["divergence"] = [logged(onset)]
         creep = crossing - onset > CREEP_SHARE * n and bool(finite[crossing])
@@ -255,6 +276,21 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
         if slow is not None:
             labels["throughput"] = [logged(slow)]
     return labels, creep
+
+
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of each run of consecutive True values in `mask`."""
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
+
+
+def after_nonfinite(stretches: list[tuple[int, int]], finite: np.ndarray) -> list[tuple[int, int]]:
+    """Each [start, stop) cut to the steps after its last non-finite one (rule 2's last clause)."""
+    out = []
+    for a, b in stretches:
+        bad = np.flatnonzero(~finite[a:b])
+        out.append((a + int(bad[-1]) + 1, b) if bad.size else (a, b))
+    return out
 
 
 def high_rate_stretch(lr: np.ndarray | None, n: int) -> tuple[int, int]:
