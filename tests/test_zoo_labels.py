@@ -124,3 +124,46 @@ def test_a_spike_shows_in_interval_means_when_it_lifts_its_mean_by_a_third_or_mo
     assert visible(254, persistent=False) is None
     points = visibility(logged, window_max=False, points=True, loss=loss)  # the step itself is not logged
     assert points(154, persistent=False) is None
+
+
+def excursion_run(n: int = 300, start: int = 20, length: int = 60, factor: float = 8.0) -> np.ndarray:
+    """A cross-entropy that learns (2.08 down to 0.5) except for `length` steps from `start`,
+    where it stands `factor` times above its untrained loss, then comes back."""
+    rng = np.random.default_rng(8)
+    loss = np.log(8.0) * np.exp(-np.linspace(0, 1.4, n)) * np.exp(0.03 * rng.standard_normal(n))
+    loss[start:start + length] = factor * np.log(8.0) * np.exp(0.03 * rng.standard_normal(length))
+    return loss
+
+
+def logged_every(interval: int, first: int | None = None):
+    """`visible_step` of a log of every `interval`-th step (and step `first`, when given)."""
+    steps = np.arange(interval, 10_000, interval)
+    if first is not None:
+        steps = np.concatenate(([first], steps))
+
+    def visible(k: int, persistent: bool = True, nonfinite: bool = False) -> int:
+        return int(steps[np.searchsorted(steps, k + 1)])
+
+    return visible
+
+
+def test_a_rise_far_above_the_start_that_came_back_is_a_divergence():
+    labels, _ = zoo_labels.label_run(excursion_run(), np.ones(300), every_step)
+    assert "divergence" in labels
+    small, _ = zoo_labels.label_run(excursion_run(factor=1.5), np.ones(300), every_step)
+    assert "divergence" not in small  # under twice the start
+
+
+def test_that_rise_is_labelled_only_where_the_logs_show_it():
+    early = excursion_run(start=1, length=60)  # blew up at step 2: every 10th step from 10 shows no start
+    assert "divergence" not in zoo_labels.label_run(early, np.ones(300), logged_every(10))[0]
+    assert "divergence" in zoo_labels.label_run(early, np.ones(300), logged_every(5, first=1))[0]  # step 1 logged
+    short = excursion_run(length=30)  # 3 points when logged every 10th step: a spike's width
+    assert "divergence" not in zoo_labels.label_run(short, np.ones(300), logged_every(10, first=1))[0]
+
+
+def test_the_rise_around_an_overflow_is_the_overflow():
+    loss = excursion_run(length=60)
+    loss[25:75] = np.inf  # the high values are the edges of a non-finite episode
+    labels, _ = zoo_labels.label_run(loss, np.ones(300), every_step)
+    assert "nonfinite" in labels and "divergence" not in labels
