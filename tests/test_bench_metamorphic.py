@@ -43,3 +43,28 @@ def test_renderings_of_another_seed_are_not_taken_for_this_one(monkeypatch, tmp_
     reseeded = cases_zoo.specs("sealed")[:3]
     assert [s["name"] for s in reseeded] == [s["name"] for s in specs]
     assert metamorphic.rendered_root("sealed", reseeded) != metamorphic.rendered_root("sealed", specs)
+
+
+def zoo_run(loss: np.ndarray):
+    from pathlib import Path
+
+    from bench.detection.cases_zoo import ZooRun
+
+    n = loss.size
+    return ZooRun({}, loss, np.ones(n), np.full(n, 0.1), np.full(n, 0.01), Path("."))
+
+
+def test_a_blow_up_within_the_first_window_hides_the_start_from_sparse_renderings():
+    from bench.detection import metamorphic
+
+    loss = np.full(300, 2.08)
+    loss[1:40] = 15.0  # from step 2: every 5th or 10th point from step 5 or 10 starts up there
+    run = zoo_run(loss)
+    assert metamorphic._start_hidden(run, 10, means=False) and metamorphic._start_hidden(run, 10, means=True)
+    assert not metamorphic.applies("every_10_points", {"divergence": [2]}, run)
+    loss[1:40] = np.inf  # its first kept points non-finite, the first finite one back at the start
+    assert not metamorphic._start_hidden(zoo_run(loss), 10, means=False)
+    later = np.full(300, 2.08)
+    later[50:90] = 15.0  # a rise after the first window: the renderings show where it rose from
+    assert not metamorphic._start_hidden(zoo_run(later), 10, means=False)
+    assert metamorphic.applies("every_10_points", {"divergence": [51]}, zoo_run(later))

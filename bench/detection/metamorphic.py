@@ -26,7 +26,10 @@ change there. For the same reason (the transformation deletes the evidence) two 
 out: from `every_N_points`, a run whose every NaN/Inf lies between the kept points (a skipped
 overflow the run recovered from); and from both, a run whose labelled gradient rise starts
 within N steps of its first non-finite value (the climb and the blow-up fall into one logging
-window, so no logged norm grew before it turned non-finite). So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
+window, so no logged norm grew before it turned non-finite), and a run whose first finite kept
+point already stands above twice its untrained loss (step 1's, which the reference logs and the
+renderings do not: a blow-up within the first window leaves no start to rise from, the case of
+the zoo's rule 2 and of the divergence detector's rise far above the start). So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
 rightly decline to judge a handful of points (the stall test needs 10, the spike tests more), and the zoo's runs of
 200-500 steps keep only 4-10 points at N = 50, so that row is empty unless longer runs join. Target: each invariance holds on at least `TARGET_SHARE` of the runs.
 Everything is written with TensorBoard's own `EventFileWriter` and protos.
@@ -50,7 +53,7 @@ from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from bench.detection import cases_zoo
+from bench.detection import cases_zoo, zoo_labels
 from bench.detection.events import SECONDS_PER_STEP, WALL_START
 
 TARGET_SHARE = 0.98
@@ -202,8 +205,21 @@ def applies(transform: str, expected: dict, run: cases_zoo.ZooRun) -> bool:
             and run.loss.size // interval >= MIN_POINTS
             and not (points and _nonfinite_only_between_points(run, interval))
             and not _rise_within_blow_up_window(run, expected, interval)
+            and not _start_hidden(run, interval, means=not points)
         )
     return True
+
+
+def _start_hidden(run: cases_zoo.ZooRun, interval: int, means: bool) -> bool:
+    """The run's first finite kept point already stands above twice its untrained loss (step 1's,
+    which the reference logs and every-`interval`-th points or means do not): a blow-up within
+    the first window, after which the rendering shows a loss that only falls. What a rise is
+    measured from is gone (the zoo's rule 2 does not label such a log either)."""
+    kept = cases_zoo.interval_means(run.loss, interval) if means else run.loss[interval - 1 :: interval]
+    kept = kept[np.isfinite(kept)]
+    untrained = run.loss[0]
+    return bool(np.isfinite(untrained) and untrained > 0 and kept.size
+                and kept[0] > zoo_labels.DIVERGE_FACTOR * untrained)
 
 
 def _nonfinite_only_between_points(run: cases_zoo.ZooRun, interval: int) -> bool:
