@@ -158,6 +158,8 @@ import numpy as np
 from scipy import stats
 from scipy.stats import mannwhitneyu
 
+from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
+
 SMOOTH_MIN = 5
 SMOOTH_DIVISOR = 50
 DIVERGE_FACTOR = 2.0
@@ -253,7 +255,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     first_logged = min(logged(0) - 1, n - 1)  # the raw step of the first logged point
     worse_than_init = bool(safe[first_logged] <= DIVERGE_FACTOR * untrained) and any(
         b - a > window and len({logged(k) for k in range(a, b)}) > SUSTAINED_POINTS
-        for a, b in after_nonfinite(true_runs((smooth > DIVERGE_FACTOR * untrained) | ~finite), finite)
+        for a, b in after_nonfinite(runs_of_true((smooth > DIVERGE_FACTOR * untrained) | ~finite), finite)
     )
     if ends_bad or final > DIVERGE_FACTOR * initial or rebound or climbed_back or worse_than_init:
         onset, crossing = divergence_onset(smooth, finite)
@@ -276,12 +278,6 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
         if slow is not None:
             labels["throughput"] = [logged(slow)]
     return labels, creep
-
-
-def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, stop) of each run of consecutive True values in `mask`."""
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
 
 
 def after_nonfinite(stretches: list[tuple[int, int]], finite: np.ndarray) -> list[tuple[int, int]]:
@@ -354,24 +350,25 @@ def stalled(loss: np.ndarray, lr: np.ndarray | None, initial: float) -> bool:
 
 def stalled_run(loss: np.ndarray, lr: np.ndarray | None) -> bool:
     """Rule 5 alone, on a loss series (NaN where not finite) with its rate."""
-    safe = np.where(np.isfinite(loss), loss, np.nan)
-    finite = safe[np.isfinite(safe)]
-    if not finite.size:
-        return False
-    initial = float(np.median(finite[: max(SMOOTH_MIN, loss.size // SMOOTH_DIVISOR)]))
-    return stalled(safe, lr, untrained_level(safe, initial))
+    change = _run_stall_change(loss, lr)
+    return change is not None and change.stalled
 
 
 def stall_undetermined(loss: np.ndarray, lr: np.ndarray | None) -> bool:
     """Whether rule 5 cannot tell this run's stall from progress at its own resolution (the
     "Undetermined" paragraph of the module doc)."""
+    change = _run_stall_change(loss, lr)
+    return change is not None and change.undetermined
+
+
+def _run_stall_change(loss: np.ndarray, lr: np.ndarray | None) -> StallChange | None:
+    """Rule 5's statistic for a whole run, from its own `initial` and untrained level."""
     safe = np.where(np.isfinite(loss), loss, np.nan)
     finite = safe[np.isfinite(safe)]
     if not finite.size:
-        return False
+        return None
     initial = float(np.median(finite[: max(SMOOTH_MIN, loss.size // SMOOTH_DIVISOR)]))
-    change = stall_change(safe, lr, untrained_level(safe, initial))
-    return change is not None and change.undetermined
+    return stall_change(safe, lr, untrained_level(safe, initial))
 
 
 def untrained_level(loss: np.ndarray, initial: float) -> float:

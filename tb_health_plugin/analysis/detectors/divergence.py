@@ -329,11 +329,10 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
         first_far = int(np.argmax(far))
         last_far = int(np.flatnonzero(far)[-1])
     else:  # the logged points' own start: a window minimum sits below them by the noise
-        point_start = int(np.argmin(y[:EDGE_POINTS]))
-        start_level = float(y[point_start])
+        start_level = _start_level(values, y, None)
         margin = max(Z_EXCESS * sigma, ENDS_ABOVE_START)
         above = smooth - start_level > margin
-        above[: point_start + 1] = False
+        above[: _start_index(y, start_level) + 1] = False
         long = [(a, b) for a, b in runs_of_true(above) if b - a > MAX_SPIKE_POINTS]
         if not long:
             return None
