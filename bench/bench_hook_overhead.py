@@ -1,10 +1,16 @@
 """Step time of small Transformers trained on the CPU (graph mode) with and without the hooks.
 
-Configurations, run side by side in many short interleaved rounds (the machine is shared and
-noisy; the order rotates each round). Each configuration is compiled and run once with its
-callbacks before timing. A clock callback, first in the list, times the steps between the
-second and the last step end of a round, so per-run costs (compilation, dataset start, the
-monitor's start and final analysis) stay out and every callback's per-step work stays in.
+Why each round is a fresh process with the build order rotated: in one process, the model built
+first runs its steps faster than identical models built after it (four plain
+`nn.TrainOneStepCell`s of the tiny model, built in turn and timed interleaved over 12 rounds: the
+second to fourth took 1.035x, 1.048x and 1.041x the first's time). The earlier version of this
+benchmark always built the baseline first, so that bias counted as hook overhead. Now every round
+runs in its own interpreter (`--worker`), builds the configurations in that round's order (the
+order rotates, so each configuration is built first equally often), compiles and warms each up,
+then times each `--repeats` times, interleaved. The paired ratio of a round compares the
+configurations within one process. A clock callback, first in the list, times the steps between
+the second and the last step end of each timing, so per-run costs (compilation, dataset start,
+the monitor's start and final analysis) stay out and every callback's per-step work stays in.
   baseline        nn.TrainOneStepCell, no callback
   monitor-only    plain training cell + HealthMonitor(log_dir)               (no gradient norms)
   hooks-default   TrainOneStepWithHealth + HealthMonitor(log_dir)             (the documented setup)
@@ -12,27 +18,30 @@ monitor's start and final analysis) stay out and every callback's per-step work 
                   collection (loss, weight histograms, lineage) minus the dataset graph
   hooks-before    (with `--before REV`) the documented setup with the hooks of git revision REV,
                   copied into a temporary package, for a before/after comparison in one process
-Prints the median and minimum step time of each over the rounds, and the median over rounds of
-the ratio to the baseline's time in the same round (paired, robust to load drifting) with its
-interquartile range; the same for the process's CPU time per step (all threads), which a
-shared machine's load disturbs far less than wall time.
+Prints the median and minimum step time of each over the rounds, the median over rounds of the
+ratio to the baseline's time in the same round with its interquartile range, and the geometric
+mean of those ratios with its 95% confidence interval (Student t on the log ratios: rounds are
+independent processes); the same for the process's CPU time per step (all threads), which a
+shared machine's load disturbs less than wall time.
 
 Two model sizes (`--model`): the in-step gradient norms cost a fixed few tens of microseconds
 per parameter tensor on the CPU (one kernel launch each), so their share is largest on the
 tiniest model and falls as the work per step grows.
-  tiny    2 layers, d=128, seq 64, batch 8     (about 30 ms a step here)
+  tiny    2 layers, d=128, seq 64, batch 8     (about 30-40 ms a step here)
   small   4 layers, d=256, seq 128, batch 16   (about 25x the tiny one's step time here, 51 tensors vs 27)
 
     PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 25] [--rounds 12]
-        [--before REV] [--configs baseline,hooks-default,...]
+        [--repeats 3] [--before REV] [--configs baseline,hooks-default,...]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -162,27 +171,61 @@ def time_steps(model, callbacks, size: ModelSize, steps: int) -> tuple[float, fl
 CONFIGS = ("baseline", "monitor-only", "hooks-default", "hooks-before", "summary")
 
 
-def measure(size: ModelSize, steps: int, rounds: int, workdir: str, configs: list[str]) -> tuple[dict, dict]:
-    """Wall and CPU seconds per step of every configuration, over interleaved rounds (order rotating)."""
+def measure_round(size: ModelSize, steps: int, repeats: int, workdir: str, configs: list[str]) -> dict:
+    """One round in this process: build the configurations in the given order, warm each up, then
+    time each `repeats` times, interleaved. Median wall and CPU seconds per step of each."""
     runs = {}
     for config in configs:
         model, callbacks = make_run(config, size, workdir)
-        time_steps(model, callbacks, size, 5)  # compile, first imports, writer start
+        time_steps(model, callbacks, size, 5)  # compile (both graphs of the lean cell), imports, writer start
         runs[config] = (model, callbacks)
-    times: dict[str, list[float]] = {c: [] for c in configs}
-    cpu: dict[str, list[float]] = {c: [] for c in configs}
-    for round_index in range(rounds):
-        shift = round_index % len(configs)
+    timings: dict[str, list[tuple[float, float]]] = {c: [] for c in configs}
+    for repeat in range(repeats):
+        shift = repeat % len(configs)
         for config in configs[shift:] + configs[:shift]:
-            model, callbacks = runs[config]
-            wall, used = time_steps(model, callbacks, size, steps)
-            times[config].append(wall)
-            cpu[config].append(used)
+            timings[config].append(time_steps(*runs[config], size, steps))
     for _, callbacks in runs.values():
         for callback in callbacks:
             if hasattr(callback, "_close_quietly"):
                 callback._close_quietly()
+    return {c: [statistics.median(t[0] for t in timings[c]), statistics.median(t[1] for t in timings[c])]
+            for c in configs}
+
+
+def measure(name: str, args, configs: list[str]) -> tuple[dict, dict]:
+    """Wall and CPU seconds per step of every configuration, one fresh process per round, the build
+    order rotating (module docstring)."""
+    times: dict[str, list[float]] = {c: [] for c in configs}
+    cpu: dict[str, list[float]] = {c: [] for c in configs}
+    for round_index in range(args.rounds):
+        shift = round_index % len(configs)
+        order = configs[shift:] + configs[:shift]
+        command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", name, "--steps", str(args.steps),
+                   "--repeats", str(args.repeats), "--configs", ",".join(order)]
+        if args.before:
+            command += ["--before", args.before]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"round {round_index + 1} failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        for config in configs:
+            times[config].append(result[config][0])
+            cpu[config].append(result[config][1])
+        print(f"  round {round_index + 1}/{args.rounds} ({', '.join(order)}): "
+              + ", ".join(f"{c} {result[c][0] * 1000:.1f} ms" for c in configs), file=sys.stderr, flush=True)
     return times, cpu
+
+
+def geometric_interval(values: list[float], base: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of the per-round ratios and its 95% interval (Student t on the log ratios)."""
+    from scipy import stats
+
+    logs = np.log(np.asarray(values) / np.asarray(base))
+    mean = float(logs.mean())
+    if len(logs) < 2:
+        return float(np.exp(mean)), float("nan"), float("nan")
+    half = float(stats.t.ppf(0.975, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs)))
+    return float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half))
 
 
 def paired(values: list[float], base: list[float]) -> tuple[float, float, float]:
@@ -192,45 +235,66 @@ def paired(values: list[float], base: list[float]) -> tuple[float, float, float]
     return quartiles[1], quartiles[0], quartiles[2]
 
 
-def report(name: str, size: ModelSize, times: dict, cpu: dict, steps: int, rounds: int) -> None:
+def report(name: str, size: ModelSize, times: dict, cpu: dict, steps: int, rounds: int, repeats: int) -> None:
     base_min = min(times["baseline"])
-    print(f"\n{name} Transformer LM ({size.describe()}), CPU graph mode, {steps} steps x {rounds} interleaved rounds")
-    print(f"{'configuration':<16}{'median ms/step':>16}{'min ms/step':>13}{'paired ratio [IQR]':>28}{'min ratio':>11}"
-          f"{'CPU ms/step':>13}{'paired CPU ratio [IQR]':>28}")
+    print(f"\n{name} Transformer LM ({size.describe()}), CPU graph mode, {rounds} rounds (a fresh process each) "
+          f"x {repeats} timings of {steps} steps")
+    print(f"{'configuration':<16}{'median ms/step':>16}{'min ms/step':>13}{'paired ratio [IQR]':>28}"
+          f"{'geo. mean [95% CI]':>28}{'CPU ms/step':>13}{'paired CPU ratio [IQR]':>28}{'CPU geo. mean [95% CI]':>28}")
     for config, values in times.items():
         median, fastest = statistics.median(values), min(values)
         ratio, low, high = paired(values, times["baseline"])
+        mean, mean_low, mean_high = geometric_interval(values, times["baseline"])
         cpu_ratio, cpu_low, cpu_high = paired(cpu[config], cpu["baseline"])
+        cpu_mean, cpu_mean_low, cpu_mean_high = geometric_interval(cpu[config], cpu["baseline"])
         print(f"{config:<16}{median * 1000:>16.2f}{fastest * 1000:>13.2f}"
-              f"{ratio:>12.3f}x [{low:.3f}, {high:.3f}]{fastest / base_min:>10.3f}x"
-              f"{statistics.median(cpu[config]) * 1000:>13.2f}{cpu_ratio:>12.3f}x [{cpu_low:.3f}, {cpu_high:.3f}]")
+              f"{ratio:>12.3f}x [{low:.3f}, {high:.3f}]{mean:>12.3f}x [{mean_low:.3f}, {mean_high:.3f}]"
+              f"{statistics.median(cpu[config]) * 1000:>13.2f}{cpu_ratio:>12.3f}x [{cpu_low:.3f}, {cpu_high:.3f}]"
+              f"{cpu_mean:>12.3f}x [{cpu_mean_low:.3f}, {cpu_mean_high:.3f}]")
+    print(f"(fastest baseline step {base_min * 1000:.2f} ms)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=(*SIZES, "both"), default="both")
-    parser.add_argument("--steps", type=int, default=25, help="steps per configuration and round")
-    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=25, help="steps per timing")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds, each a fresh process")
+    parser.add_argument("--repeats", type=int, default=3, help="timings of each configuration per round")
     parser.add_argument("--before", metavar="REV", help="also time the hooks of this git revision")
     parser.add_argument("--configs", default=",".join(c for c in CONFIGS if c != "hooks-before"),
                         help="comma-separated configurations (baseline always included)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one round, JSON out
     args = parser.parse_args()
+    if args.worker:
+        run_worker(args)
+        return
     configs = ["baseline", *(c for c in args.configs.split(",") if c in CONFIGS and c != "baseline")]
     if args.before and "hooks-before" not in configs:
         configs.append("hooks-before")
     if "hooks-before" in configs and not args.before:
         parser.error("hooks-before needs --before REV")
+    for name in SIZES if args.model == "both" else (args.model,):
+        times, cpu = measure(name, args, configs)
+        report(name, SIZES[name], times, cpu, args.steps, args.rounds, args.repeats)
 
+
+def run_worker(args) -> None:
+    """One round (`--worker`): the configurations in the order given, JSON of their times on the
+    last line of stdout."""
     import mindspore as ms
 
     ms.set_context(mode=ms.GRAPH_MODE)
     workdir = tempfile.mkdtemp(prefix="bench-hooks-")
-    if args.before:
+    configs = args.configs.split(",")
+    if "hooks-before" in configs:
         install_before(args.before, workdir)
     os.chdir(workdir)  # MindSpore writes rank_0/ and kernel folders into the cwd
-    for name in SIZES if args.model == "both" else (args.model,):
-        times, cpu = measure(SIZES[name], args.steps, args.rounds, workdir, configs)
-        report(name, SIZES[name], times, cpu, args.steps, args.rounds)
+    try:
+        result = measure_round(SIZES[args.model], args.steps, args.repeats, workdir, configs)
+    finally:
+        os.chdir(os.path.dirname(workdir))
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
