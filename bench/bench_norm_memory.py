@@ -1,14 +1,14 @@
-"""Peak memory of the hooks' training steps on a model above `norms.LEAN_MAX_PARAMETERS`: the
-lean graph (the global norm through one concatenated vector) against the full graph (per-tensor
-norms), which such a model runs every step (`trainer_hooks/norms.py`).
+"""Peak memory of the hooks' training steps on a model above `norms.FUSED_MAX_PARAMETERS`: the
+fused rows (every gradient concatenated into one vector, `norms.row_norm_stats`) against the
+per-tensor norms, which such a model runs (`trainer_hooks/norms.py`).
 
     PYTHONPATH=. python bench/bench_norm_memory.py [--width 2048] [--layers 4] [--steps 3]
 
 Each variant trains `--steps` steps of a stack of `--layers` Dense(width, width) layers (graph
 mode, CPU, SGD) in a fresh process and reports the process's peak resident memory (ru_maxrss)
 and the median step time after the compiling first step: `plain`, `nn.TrainOneStepCell`;
-`lean`, `TrainOneStepWithHealth` forced onto its global-norm-only graph; `full`, the same cell
-as it runs by default at this size. The global norms of the two must agree.
+`fused`, `TrainOneStepWithHealth` with the limit raised so that it takes the fused rows;
+`per_tensor`, the same cell as it runs by default at this size. Their global norms must agree.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-VARIANTS = ("plain", "lean", "full")
+VARIANTS = ("plain", "fused", "per_tensor")
 
 
 def run_variant(variant: str, width: int, layers: int, steps: int) -> dict:
@@ -31,6 +31,7 @@ def run_variant(variant: str, width: int, layers: int, steps: int) -> dict:
     import numpy as np
     from mindspore import Tensor, nn
 
+    import trainer_hooks.norms
     from trainer_hooks import TrainOneStepWithHealth
     from trainer_hooks.train_cell import HEALTH_GRAD_STATS
 
@@ -42,10 +43,10 @@ def run_variant(variant: str, width: int, layers: int, steps: int) -> dict:
     if variant == "plain":
         cell = nn.TrainOneStepCell(loss_net, optimizer)
     else:
+        if variant == "fused":  # forced for the comparison
+            trainer_hooks.norms.FUSED_MAX_PARAMETERS = 1 << 40
         cell = TrainOneStepWithHealth(loss_net, optimizer)
-        assert not cell.lean_graph_fits, "the model must exceed norms.LEAN_MAX_PARAMETERS"
-        cell.param_norms = False  # as HealthMonitor sets it for the steps it does not log
-        cell.lean_graph_fits = variant == "lean"  # forced for the comparison
+        assert cell.fused_norms == (variant == "fused"), "the model must exceed norms.FUSED_MAX_PARAMETERS"
     rng = np.random.default_rng(0)
     x, y = Tensor(rng.standard_normal((8, width)).astype(np.float32)), Tensor(rng.standard_normal((8, width)).astype(np.float32))
     times, norm = [], None

@@ -1,6 +1,6 @@
 """The cheap path of the hooks (window aggregates on the host, one read of the health vector a
-step, per-parameter norms only in the graph of the logged steps) checked on real MindSpore CPU
-trainings against what a plain loop computes step by step."""
+step, every gradient norm from one compiled graph: fused rows or per tensor) checked on real
+MindSpore CPU trainings against what a plain loop computes step by step."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mindspore import dataset as ds  # noqa: E402
 
 from tests.hooks_fixtures import regression_data, scalars, texts  # noqa: E402
 from trainer_hooks import HealthMonitor, TrainOneStepWithHealth  # noqa: E402
-from trainer_hooks.norms import global_norm  # noqa: E402
+from trainer_hooks.norms import ROW_VALUES, RowLayout, row_norm_stats  # noqa: E402
 from trainer_hooks.train_cell import HEALTH_GRAD_STATS, HEALTH_LOSS, HEALTH_WINDOW  # noqa: E402
 
 pytestmark = pytest.mark.mindspore
@@ -101,17 +101,24 @@ class HealthVectors(ms.train.callback.Callback):
         self.vectors[int(cb_params.cur_step_num)] = cb_params.net_outputs[1].asnumpy().astype(np.float64)
 
 
+@pytest.mark.parametrize("path", ["fused", "per_tensor"])
 @pytest.mark.parametrize("mode", ["graph", "pynative"])
-def test_per_parameter_norms_only_in_the_graph_of_the_logged_steps(tmp_path, mode):
-    """Steps the monitor does not log run the global-norm-only graph (per-parameter slots NaN:
-    not computed), the logged ones the full graph, whose norms equal a plain loop's; every
-    step's global norm equals the plain loop's. After training the cell computes every norm."""
+def test_every_step_computes_every_norm_equal_to_a_plain_loop(tmp_path, monkeypatch, mode, path):
+    """Each step's health vector holds the loss, the global and every per-parameter gradient
+    norm of a plain loop's same step, by the fused rows (this MLP's 161 values fit) or per tensor
+    (`FUSED_MAX_PARAMETERS` lowered below them); the logged steps write those per-parameter norms
+    and the window aggregates keep the spike of a step not logged."""
+    import trainer_hooks.norms
+
     ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
+    if path == "per_tensor":
+        monkeypatch.setattr(trainer_hooks.norms, "FUSED_MAX_PARAMETERS", 100)
     x, y = spiky_data()
     losses, norms, param_norms = plain_loop(x, y)
     net = mlp()
     optimizer = nn.SGD(net.trainable_params(), learning_rate=0.001)
     cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), optimizer)
+    assert cell.fused_norms == (path == "fused")
     monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=COLLECT_FREQ, online_analysis=False)
     vectors = HealthVectors()
     train_set = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
@@ -123,69 +130,25 @@ def test_per_parameter_norms_only_in_the_graph_of_the_logged_steps(tmp_path, mod
     for step, health in vectors.vectors.items():
         assert health[HEALTH_LOSS] == pytest.approx(losses[step], rel=1e-5)
         assert health[HEALTH_GRAD_STATS] == pytest.approx(norms[step], rel=1e-5)
-        per_param = health[HEALTH_GRAD_STATS + 1 :]
-        if step in logged_steps:
-            assert per_param == pytest.approx(param_norms[step], rel=1e-5)
-        else:
-            assert np.isnan(per_param).all(), step
+        assert health[HEALTH_GRAD_STATS + 1 :] == pytest.approx(param_norms[step], rel=1e-5), step
     for parameter, index in zip(optimizer.parameters, range(len(optimizer.parameters)), strict=True):
         written = logged[f"grad_norm/{parameter.name}"]
         assert written == pytest.approx({s: param_norms[s][index] for s in logged_steps}, rel=1e-5)
     assert logged["train/grad_norm_max"][2 * COLLECT_FREQ] == pytest.approx(norms[SPIKE_STEP], rel=1e-5)
-    after = cell(Tensor(x[:BATCH]), Tensor(y[:BATCH]))[1].asnumpy()
-    assert np.isfinite(after[HEALTH_GRAD_STATS + 1 :]).all()  # direct calls: every norm, as by default
 
 
-def test_a_model_above_the_lean_limit_runs_its_full_graph_every_step(tmp_path, monkeypatch):
-    """The lean graph's global norm copies every gradient (37 bytes a parameter): a model above
-    `LEAN_MAX_PARAMETERS` (here lowered below this MLP's 161) computes the per-tensor norms at
-    every step, logged or not, even when asked for the lean graph, with the same global norms."""
-    import trainer_hooks.norms
+def test_lean_steps_is_accepted_with_a_deprecation_warning(tmp_path):
+    """Configurations written for the earlier two-graph cell still load, and say the option is gone."""
+    from trainer_hooks import HealthOptions
 
-    ms.set_context(mode=ms.GRAPH_MODE)
-    monkeypatch.setattr(trainer_hooks.norms, "LEAN_MAX_PARAMETERS", 100)
-    x, y = spiky_data()
-    losses, norms, param_norms = plain_loop(x, y)
-    net = mlp()
-    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), learning_rate=0.001))
-    assert not cell.lean_graph_fits
-    vectors = HealthVectors()
-    monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=COLLECT_FREQ, online_analysis=False)
-    train_set = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
-    ms.Model(cell).train(1, train_set, callbacks=[monitor, vectors], dataset_sink_mode=False)
-    assert sorted(vectors.vectors) == list(range(1, STEPS + 1))
-    for step, health in vectors.vectors.items():
-        assert health[HEALTH_GRAD_STATS] == pytest.approx(norms[step], rel=1e-5)
-        assert health[HEALTH_GRAD_STATS + 1 :] == pytest.approx(param_norms[step], rel=1e-5), step
-    cell.param_norms = False  # a direct caller asking for the lean graph gets the full one too
-    assert np.isfinite(cell(Tensor(x[:BATCH]), Tensor(y[:BATCH]))[1].asnumpy()[HEALTH_GRAD_STATS + 1 :]).all()
-
-
-def test_lean_steps_off_keeps_one_graph_computing_every_norm(tmp_path):
-    """`lean_steps=False` (a model whose second compile would cost more than it saves): every
-    step runs the full graph, per-parameter norms included, and nothing else changes."""
-    ms.set_context(mode=ms.GRAPH_MODE)
-    x, y = spiky_data()
-    losses, norms, param_norms = plain_loop(x, y)
-    net = mlp()
-    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.001)
-    cell = TrainOneStepWithHealth(nn.WithLossCell(net, nn.MSELoss()), optimizer)
-    monitor = HealthMonitor(str(tmp_path / "logs"), collect_freq=COLLECT_FREQ, online_analysis=False,
-                            lean_steps=False)
-    vectors = HealthVectors()
-    train_set = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
-    ms.Model(cell).train(1, train_set, callbacks=[monitor, vectors], dataset_sink_mode=False)
-
-    assert sorted(vectors.vectors) == list(range(1, STEPS + 1))
-    for step, health in vectors.vectors.items():
-        assert health[HEALTH_LOSS] == pytest.approx(losses[step], rel=1e-5)
-        assert health[HEALTH_GRAD_STATS] == pytest.approx(norms[step], rel=1e-5)
-        assert health[HEALTH_GRAD_STATS + 1 :] == pytest.approx(param_norms[step], rel=1e-5), step
+    with pytest.warns(DeprecationWarning, match="lean_steps"):
+        options = HealthOptions(str(tmp_path), lean_steps=False)
+    assert options.collect_freq == 10
 
 
 def test_sink_mode_runs_the_full_graph_every_step(tmp_path):
-    """In sink mode the callback sees one step per sink and cannot choose a graph per step: every
-    step computes every norm. Driven by hand as Model's device sink loop calls the callbacks (the
+    """In sink mode the callback sees one step per sink: every step still computes every norm.
+    Driven by hand as Model's device sink loop calls the callbacks (the
     CPU backend runs sink mode step by step, as without sinking)."""
     from mindspore.train.callback._callback import InternalCallbackParam, RunContext
 
@@ -209,9 +172,9 @@ def test_sink_mode_runs_the_full_graph_every_step(tmp_path):
     assert sorted(logged[f"grad_norm/{cell.weights[0].name}"]) == [4, 8]
 
 
-def test_the_global_norm_only_graph_keeps_dynamic_loss_scaling(tmp_path):
-    """Loss scaling in the lean graph: an overflowing step there is flagged, skipped and lowers
-    the scale like in the full graph, and the window's overflow count covers every step."""
+def test_dynamic_loss_scaling_flags_skips_and_counts_overflowing_steps(tmp_path):
+    """An overflowing step, logged or not, is flagged, skipped and lowers the scale, and the
+    window's overflow count covers every step."""
     from trainer_hooks.train_cell import HEALTH_LOSS_SCALE, HEALTH_OVERFLOW
 
     ms.set_context(mode=ms.GRAPH_MODE)
@@ -225,10 +188,10 @@ def test_the_global_norm_only_graph_keeps_dynamic_loss_scaling(tmp_path):
     ms.Model(cell).train(1, train_set, callbacks=[monitor, vectors], dataset_sink_mode=False)
     overflow = {step: health[HEALTH_OVERFLOW] for step, health in vectors.vectors.items()}
     scale = {step: health[HEALTH_LOSS_SCALE] for step, health in vectors.vectors.items()}
-    lean_overflows = [s for s in (2, 3) if overflow[s] == 1.0]
-    assert lean_overflows, overflow  # 2^127 / 2^20 still overflows: the lean graph meets one
-    for step in lean_overflows:
-        assert np.isnan(vectors.vectors[step][HEALTH_GRAD_STATS + 1 :]).all()
+    unlogged_overflows = [s for s in (2, 3) if overflow[s] == 1.0]
+    assert unlogged_overflows, overflow  # 2^127 / 2^20 still overflows: a step not logged meets one
+    for step in unlogged_overflows:
+        assert not np.isfinite(vectors.vectors[step][HEALTH_GRAD_STATS])
         assert scale[step + 1] == scale[step] / 2**20
     logged = scalars(tmp_path / "logs" / "rank_0")
     windows = {1: [1], 4: [2, 3, 4], 8: [5, 6, 7, 8], 12: [9, 10, 11, 12]}
@@ -249,33 +212,65 @@ class ScaledLoss(nn.Cell):
         return self.mse(self.net(x), y) * ops.cast(self.factor, ms.float32)
 
 
+@pytest.mark.parametrize("path", ["fused", "per_tensor"])
 @pytest.mark.parametrize("mode", ["graph", "pynative"])
 @pytest.mark.parametrize("factor", [1e-30, 1.0, 1e30])
-def test_the_global_norm_only_graph_survives_underflowing_and_overflowing_squares(mode, factor):
-    """The lean graph's global norm (no branch, no per-parameter fallback) is the true one for
-    gradients whose float32 squares underflow to 0 or overflow to inf."""
+def test_the_norms_survive_underflowing_and_overflowing_squares(monkeypatch, mode, factor, path):
+    """Both paths give the true global and per-parameter norms for gradients whose float32
+    squares underflow to 0 or overflow to inf (their fallback: the scaled per-tensor norms)."""
+    import trainer_hooks.norms
+
     ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
+    if path == "per_tensor":
+        monkeypatch.setattr(trainer_hooks.norms, "FUSED_MAX_PARAMETERS", 100)
     net = mlp()
     loss_net = ScaledLoss(net, factor)
     optimizer = nn.SGD(net.trainable_params(), learning_rate=0.0)
     x, y = regression_data(BATCH)
     _, grads = ms.value_and_grad(loss_net, None, optimizer.parameters)(Tensor(x), Tensor(y))
-    expected = math.sqrt(sum(float(np.sum(np.square(g.asnumpy().astype(np.float64)))) for g in grads))
+    per_param = [float(np.linalg.norm(g.asnumpy().astype(np.float64))) for g in grads]
+    expected = math.sqrt(sum(v * v for v in per_param))
     float32_square_sum = sum(np.sum(np.square(g.asnumpy())) for g in grads)
     assert float32_square_sum in ((0.0, np.inf) if factor != 1.0 else (float32_square_sum,))
     assert 0 < expected < np.inf
     cell = TrainOneStepWithHealth(loss_net, optimizer)
-    cell.param_norms = False
+    assert cell.fused_norms == (path == "fused")
     health = cell(Tensor(x), Tensor(y))[1].asnumpy()
-    assert np.isnan(health[HEALTH_GRAD_STATS + 1 :]).all()  # the lean graph ran
     assert health[HEALTH_GRAD_STATS] == pytest.approx(expected, rel=1e-5, abs=0)
+    assert health[HEALTH_GRAD_STATS + 1 :] == pytest.approx(per_param, rel=1e-5, abs=0)
 
 
-def test_the_global_norm_keeps_nan_and_inf_and_zero():
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    assert float(global_norm((Tensor(np.zeros(3, np.float32)),)).asnumpy()) == 0.0
-    assert math.isnan(float(global_norm((Tensor(np.array([1.0, np.nan], np.float32)),)).asnumpy()))
-    assert math.isinf(float(global_norm((Tensor(np.array([1.0, np.inf], np.float32)),)).asnumpy()))
+@pytest.mark.parametrize("mode", ["graph", "pynative"])
+def test_the_fused_rows_match_float64_norms_on_padded_sizes_and_mixed_magnitudes(mode):
+    """Sizes below, at and across a row (the padding), and a parameter 1e-25 beside one of 1e3
+    (its float32 squares underflow: the fallback), NaN, Inf and all-zero gradients."""
+    ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
+    rng = np.random.default_rng(0)
+    shapes = [(3,), (ROW_VALUES,), (ROW_VALUES + 1,), (7, 45), (2, ROW_VALUES, 3)]
+
+    def norms_of(arrays):
+        layout = RowLayout(array.size for array in arrays)
+
+        def stats(*grads):
+            return row_norm_stats(grads, layout.pads, layout.row_segments, layout.count)
+
+        run = ms.jit(stats) if mode == "graph" else stats
+        return run(*(Tensor(array) for array in arrays)).asnumpy().astype(np.float64)
+
+    for scales in ([1.0] * 5, [1e-3, 1e2, 1.0, 1e-1, 1e1], [1e3, 1e-25, 1.0, 1e-30, 1e20]):
+        arrays = [(rng.standard_normal(shape) * scale).astype(np.float32) for shape, scale in zip(shapes, scales, strict=True)]
+        expected = [np.linalg.norm(array.astype(np.float64)) for array in arrays]
+        got = norms_of(arrays)
+        assert got[1:] == pytest.approx(expected, rel=1e-5, abs=0), scales
+        assert got[0] == pytest.approx(math.sqrt(sum(v * v for v in expected)), rel=1e-5)
+    zeros = norms_of([np.zeros(shape, np.float32) for shape in shapes])
+    assert (zeros == 0.0).all()
+    for bad in (np.nan, np.inf):
+        arrays = [np.ones(shape, np.float32) for shape in shapes]
+        arrays[2][5] = bad
+        got = norms_of(arrays)
+        assert not np.isfinite(got[0]) and not np.isfinite(got[3])
+        assert got[1] == pytest.approx(math.sqrt(3))
 
 
 def test_a_graph_compiled_without_the_device_window_says_so_in_sink_mode(tmp_path):

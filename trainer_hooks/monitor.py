@@ -103,7 +103,6 @@ class HealthMonitor(Callback):
         self._health_cell: TrainOneStepWithHealth | None = None
         self._optimizer = None
         self._graph_pending = options.log_graph
-        self._choose_graphs = False  # pick the health cell's graph per step (every step seen)
 
     # ----- MindSpore callback hooks
 
@@ -123,19 +122,12 @@ class HealthMonitor(Callback):
             sinking = bool(field(cb_params, "dataset_sink_mode"))
             self._health_cell.device_window = sinking
             self._health_cell.reset_window()
-            # per-parameter norms only in the graph of the steps that log them; a sink runs one graph
-            self._choose_graphs = not sinking and self.options.lean_steps and self._health_cell.lean_graph_fits
         self._on_begin(cb_params)
 
     @never_raises
     def on_train_step_begin(self, run_context) -> None:
         if self.health is None:
             return
-        if self._choose_graphs:
-            step = int(run_context.original_args().cur_step_num)  # already this step's number
-            wanted = self.health.is_collect_step(step)
-            if wanted != self._health_cell.param_norms:  # a Cell's setattr is not free
-                self._health_cell.param_norms = wanted
         self.health.step_begins()
 
     @never_raises
@@ -192,11 +184,7 @@ class HealthMonitor(Callback):
         outputs = cb_params.net_outputs
         if self._health_cell is not None and isinstance(outputs, (tuple, list)) and len(outputs) == 2:
             health = to_numpy(outputs[1]).astype(np.float64).reshape(-1)  # the one host sync of the step
-            values = {"loss": health[HEALTH_LOSS], "lr": health[HEALTH_LR]}
-            if self._health_cell.param_norms:
-                values["grad_stats"] = health[HEALTH_GRAD_STATS:]
-            else:  # the global-norm-only graph: its per-parameter slots are NaN
-                values["grad_norm"] = health[HEALTH_GRAD_STATS]
+            values = {"loss": health[HEALTH_LOSS], "lr": health[HEALTH_LR], "grad_stats": health[HEALTH_GRAD_STATS:]}
             if self._health_cell.loss_scaling:
                 values["loss_scale"] = health[HEALTH_LOSS_SCALE]
                 values["overflow"] = health[HEALTH_OVERFLOW]
@@ -241,8 +229,6 @@ class HealthMonitor(Callback):
         """Extension point for subclasses (the MindFormers monitor)."""
 
     def _close_quietly(self) -> None:
-        if self._health_cell is not None:
-            self._health_cell.param_norms = True  # direct calls compute every norm, as by default
         health, self.health = self.health, None
         if health is not None:
             try:

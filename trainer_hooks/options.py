@@ -8,6 +8,7 @@ A bad value fails at construction with a message saying what to change, never mi
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -31,14 +32,9 @@ class HealthOptions:
             and overflow flag still feed the window aggregates (`train/loss_max`,
             `train/loss_min`, `train/grad_norm_max`, `train/nonfinite_count`,
             `train/overflow_count`), so no spike is lost.
-        lean_steps: with `TrainOneStepWithHealth` outside sink mode, run the steps not logged in a
-            second compiled graph that computes the global gradient norm only (per-parameter
-            norms only at logged steps: +8% instead of +12% step time on a 31 ms CPU model).
-            That graph compiles once, at the first step not logged. Models above 2M parameters
-            (`norms.LEAN_MAX_PARAMETERS`) run the full graph every step: the lean graph's global
-            norm copies every gradient, and their steps are long enough. Set False where a compile
-            costs more than the steps save (compile time grows with the model; on Ascend it was not
-            measured here).
+        lean_steps: no longer has an effect (kept so that existing configurations load; a
+            `DeprecationWarning` says so): `TrainOneStepWithHealth` now computes every gradient
+            norm in one graph at every step, for less than its lean second graph cost.
         weight_freq: every this many steps log `weight_norm/<param>` and `update_ratio/<param>`
             (copies the weights to the host at that step and the one before). 0 turns it off.
         histogram_freq: every this many steps log `weight/<param>` (and `grad/<param>` when
@@ -82,7 +78,7 @@ class HealthOptions:
     log_dir: str | os.PathLike
     collect_freq: int = 10
     _: KW_ONLY
-    lean_steps: bool = True
+    lean_steps: bool | None = None
     weight_freq: int = 50
     histogram_freq: int = 100
     histogram_ranks: Sequence[int] | None = (0,)
@@ -103,6 +99,13 @@ class HealthOptions:
     tensorboard_url: str | None = None
 
     def __post_init__(self) -> None:
+        if self.lean_steps is not None:
+            warnings.warn(
+                "tb-health: lean_steps no longer has an effect (every gradient norm is now computed in one "
+                "graph at every step); remove it from the options",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         if not isinstance(self.log_dir, (str, os.PathLike)) or not os.fspath(self.log_dir):
             raise ValueError(f"log_dir must be a folder path (str or Path), got {self.log_dir!r}")
         _positive_int("collect_freq", self.collect_freq)

@@ -17,18 +17,12 @@ host, and `HealthMonitor` turns `device_window` off before the first step compil
 (a dozen scalar kernels a step saved); the flag is read when the graph is compiled, and a graph
 compiled without it marks its window fields as absent (`steps` = -1).
 
-Two compiled graphs, chosen from Python between steps: the per-parameter norms cost two kernels
-per parameter tensor, a tenth of a small model's step, but only logged steps write them. So the
-cell holds a twin, `global_norm_step`, sharing its network, optimizer and parameters, whose graph
-computes the global norm only (`norms.global_norm`, branch-free) and leaves the per-parameter
-slots NaN. Setting `param_norms = False` routes the next calls to the twin; `HealthMonitor` does
-so for the steps it does not log (the twin's global norm copies every gradient: above
-`norms.LEAN_MAX_PARAMETERS` parameters the cell runs its full graph every step instead), and sets it back after training (direct calls compute every
-norm by default). Each graph compiles once, at its first step. A choice made with a tensor flag
-inside one graph instead costs about what it saves (control flow splits the compiled step). In
-sink mode the callback sees one step per sink and cannot choose per step: the full graph runs
-every step. A graph that inlines this cell (one calling it from its own `construct`) inlines the
-full step.
+One compiled graph computes every norm at every step. Up to `norms.FUSED_MAX_PARAMETERS`
+parameter values the norms come from `norms.row_norm_stats` (a dozen kernels for all the
+parameters); above it from `norms.grad_norm_stats` (two kernels per parameter tensor, a small
+share of such a model's step). An earlier version kept a second graph computing the global norm
+alone for the steps not logged; the fused per-parameter norms cost less than that global norm
+did, so it is gone (one compile instead of two).
 """
 
 from __future__ import annotations
@@ -39,7 +33,7 @@ from mindspore.common import dtype as mstype
 from mindspore.ops import composite as C
 from mindspore.ops import functional as F
 
-from trainer_hooks.norms import global_norm, grad_norm_stats, lean_graph_fits
+from trainer_hooks.norms import RowLayout, grad_norm_stats, row_norm_stats
 
 # Positions in the health vector.
 HEALTH_LR = 0
@@ -60,23 +54,57 @@ def _unscale_grad(scale, grad):
     return grad * F.cast(ops.reciprocal(scale), F.dtype(grad))
 
 
-class _HealthStep(nn.TrainOneStepCell):
-    """One compiled training step returning `(loss, health)`; `per_parameter_norms` is a constant
-    of its graph. Shares the loss scale, its update cell and the window with its owner."""
+class TrainOneStepWithHealth(nn.TrainOneStepCell):
+    """`nn.TrainOneStepCell` that also returns a health vector.
 
-    def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, per_parameter_norms: bool,
-                 scale_sense: Parameter, scale_update: nn.Cell | None, loss_scaling: bool, window: Parameter) -> None:
+    Args:
+        network: the network with its loss (e.g. `nn.WithLossCell(net, loss_fn)`).
+        optimizer: the optimizer; the per-parameter norms follow `optimizer.parameters`.
+        scale_sense: `None` for no loss scaling; a number or a float Tensor for a fixed scale;
+            or an update cell (`nn.DynamicLossScaleUpdateCell`, `nn.FixedLossScaleUpdateCell`).
+            With loss scaling, a step whose gradients are not finite is skipped and counts as
+            an overflow, like `nn.TrainOneStepWithLossScaleCell`.
+
+    Outputs: `(loss, health)`; `health[HEALTH_LR]` is the learning rate used by this step (the
+    first group's with group learning rates), then the loss scale used by this step (1 without
+    scaling), the overflow flag (0/1), the loss, the window aggregates (`WINDOW_FIELDS`) and
+    `[global_norm, norm per parameter]`.
+
+    Attributes:
+        device_window: keep the window aggregates on the device (default True); read when the
+            graph is compiled (see the module docstring).
+    """
+
+    def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense=None) -> None:
+        if isinstance(scale_sense, nn.Cell):
+            initial = float(scale_sense.get_loss_scale())
+        elif scale_sense is None:
+            initial = 1.0
+        elif isinstance(scale_sense, Tensor):
+            initial = float(scale_sense.asnumpy().reshape(-1)[0])
+        elif isinstance(scale_sense, (int, float)) and not isinstance(scale_sense, bool):
+            initial = float(scale_sense)
+        else:
+            raise TypeError(
+                "scale_sense must be None, a number, a Tensor or a loss-scale update cell such as "
+                f"nn.DynamicLossScaleUpdateCell, got {type(scale_sense).__name__}"
+            )
+        if initial <= 0:
+            raise ValueError(f"the loss scale must be positive, got {initial}")
         super().__init__(network, optimizer)
-        self.per_parameter_norms = per_parameter_norms
-        self.loss_scaling = loss_scaling
-        self.scale_update = scale_update
-        self.scale_sense = scale_sense
-        self.window = window
+        self.loss_scaling = scale_sense is not None
+        self.scale_update = scale_sense if isinstance(scale_sense, nn.Cell) else None
+        self.scale_sense = Parameter(Tensor(initial, mstype.float32), name="tb_health_scale_sense")
+        self.window = Parameter(Tensor(np.array(WINDOW_EMPTY, np.float32)), name="tb_health_window", requires_grad=False)
         self.group_lr = bool(optimizer.is_group_lr)
         self.hyper_map = C.HyperMap()
         self.device_window = True
         self.window_absent = Tensor(np.array(WINDOW_ABSENT, np.float32))
-        self.param_norms_absent = Tensor(np.full(len(self.weights), np.nan, np.float32))
+        self.fused_norms = RowLayout.fits(self.weights)  # a constant of the graph
+        layout = RowLayout(parameter.size for parameter in self.weights) if self.fused_norms else None
+        self.row_pads = layout.pads if layout else ()
+        self.row_segments = layout.row_segments if layout else Tensor(np.zeros(1, np.int32))
+        self.row_count = len(self.weights)
 
     def construct(self, *inputs):
         loss = self.network(*inputs)
@@ -86,10 +114,10 @@ class _HealthStep(nn.TrainOneStepCell):
         if self.loss_scaling:
             grads = self.hyper_map(F.partial(_unscale, scale), grads)
         grads = self.grad_reducer(grads)
-        if self.per_parameter_norms:
-            stats = grad_norm_stats(grads)
+        if self.fused_norms:
+            stats = row_norm_stats(grads, self.row_pads, self.row_segments, self.row_count)
         else:
-            stats = ops.concat((ops.reshape(global_norm(grads), (1,)), self.param_norms_absent))
+            stats = grad_norm_stats(grads)
         overflow = ops.logical_not(ops.isfinite(stats[0]))
         scale_used = ops.reshape(scale, (1,)) * 1.0  # read before the update cell changes it
         if self.scale_update is not None:
@@ -133,65 +161,6 @@ class _HealthStep(nn.TrainOneStepCell):
         ops.assign(self.window, new)
         return new
 
-
-class TrainOneStepWithHealth(_HealthStep):
-    """`nn.TrainOneStepCell` that also returns a health vector.
-
-    Args:
-        network: the network with its loss (e.g. `nn.WithLossCell(net, loss_fn)`).
-        optimizer: the optimizer; the per-parameter norms follow `optimizer.parameters`.
-        scale_sense: `None` for no loss scaling; a number or a float Tensor for a fixed scale;
-            or an update cell (`nn.DynamicLossScaleUpdateCell`, `nn.FixedLossScaleUpdateCell`).
-            With loss scaling, a step whose gradients are not finite is skipped and counts as
-            an overflow, like `nn.TrainOneStepWithLossScaleCell`.
-
-    Outputs: `(loss, health)`; `health[HEALTH_LR]` is the learning rate used by this step (the
-    first group's with group learning rates), then the loss scale used by this step (1 without
-    scaling), the overflow flag (0/1), the loss, the window aggregates (`WINDOW_FIELDS`) and
-    `[global_norm, norm per parameter]` (the per-parameter norms NaN with `param_norms` off).
-
-    Attributes:
-        device_window: keep the window aggregates on the device (default True); read when the
-            graph is compiled (see the module docstring).
-        param_norms: compute the per-parameter norms in the next calls (default True); off, the
-            calls run the global-norm-only graph of `global_norm_step` (see the module docstring),
-            if `lean_graph_fits` (the model has at most `norms.LEAN_MAX_PARAMETERS` parameters).
-    """
-
-    def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense=None) -> None:
-        if isinstance(scale_sense, nn.Cell):
-            initial = float(scale_sense.get_loss_scale())
-        elif scale_sense is None:
-            initial = 1.0
-        elif isinstance(scale_sense, Tensor):
-            initial = float(scale_sense.asnumpy().reshape(-1)[0])
-        elif isinstance(scale_sense, (int, float)) and not isinstance(scale_sense, bool):
-            initial = float(scale_sense)
-        else:
-            raise TypeError(
-                "scale_sense must be None, a number, a Tensor or a loss-scale update cell such as "
-                f"nn.DynamicLossScaleUpdateCell, got {type(scale_sense).__name__}"
-            )
-        if initial <= 0:
-            raise ValueError(f"the loss scale must be positive, got {initial}")
-        shared = {
-            "scale_sense": Parameter(Tensor(initial, mstype.float32), name="tb_health_scale_sense"),
-            "scale_update": scale_sense if isinstance(scale_sense, nn.Cell) else None,
-            "loss_scaling": scale_sense is not None,
-            "window": Parameter(Tensor(np.array(WINDOW_EMPTY, np.float32)), name="tb_health_window", requires_grad=False),
-        }
-        super().__init__(network, optimizer, True, **shared)
-        self.global_norm_step = _HealthStep(network, optimizer, False, **shared)
-        self.param_norms = True
-        self.lean_graph_fits = lean_graph_fits(self.weights)
-
-    def __call__(self, *args, **kwargs):
-        if self.param_norms or not self.lean_graph_fits:
-            return super().__call__(*args, **kwargs)
-        twin = self.global_norm_step
-        if twin.device_window != self.device_window:  # a constant of its graph too, set like the owner's
-            twin.device_window = self.device_window
-        return twin(*args, **kwargs)
 
     def reset_window(self) -> None:
         """Start new window aggregates (the callback calls this after reading them)."""
