@@ -41,6 +41,16 @@ def test_the_same_distance_from_the_line_is_determined_in_a_quiet_loss():
     assert not zoo_labels.stall_undetermined(chance_level_run(-0.055, noise=0.01, seed=3), None)
 
 
+def test_only_a_run_without_a_divergence_label_can_have_its_stall_undetermined():
+    """Rule 5 judges only runs that rule 2 did not call diverged, for the label and for its doubt."""
+    straddling = next(
+        loss for loss in (chance_level_run(-0.055, noise=0.1, seed=seed) for seed in range(20))
+        if zoo_labels.stall_undetermined(loss, None)
+    )
+    assert zoo_labels.undetermined_kinds({}, straddling, None) == {"stalled_convergence"}
+    assert zoo_labels.undetermined_kinds({"divergence": [30]}, straddling, None) == frozenset()
+
+
 def test_an_undetermined_kind_is_neither_a_hit_a_miss_nor_a_false_alarm():
     stall = "stalled_convergence"
     either = frozenset({stall})

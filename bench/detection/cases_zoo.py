@@ -277,8 +277,7 @@ def cases(split: str) -> list[Case]:
     for spec in all_specs:
         run = load(spec)
         expected, creep = labels_for(run)
-        undetermined = frozenset({"stalled_convergence"}) if (
-            "divergence" not in expected and zoo_labels.stall_undetermined(run.loss, run.lr)) else frozenset()
+        undetermined = zoo_labels.undetermined_kinds(expected, run.loss, run.lr)
         out.append(Case(spec["name"], partial(_copy_logs, run.logs), expected, family=FAMILY, creep=creep,
                         steps=spec["steps"], note=describe(spec), undetermined=undetermined))
     return out

@@ -268,7 +268,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     second = second[np.isfinite(second)]
     if second.size and np.median(second) < VANISH_FLOOR and final > NOT_CONVERGED * initial:
         labels["vanishing_gradients"] = [logged(0)]
-    if "divergence" not in labels and stalled(safe, lr, untrained_level(safe, initial)):
+    if _rule5_applies(labels) and stalled(safe, lr, untrained_level(safe, initial)):
         labels["stalled_convergence"] = [logged(0)]
     spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
     if spikes:
@@ -352,6 +352,20 @@ def stalled_run(loss: np.ndarray, lr: np.ndarray | None) -> bool:
     """Rule 5 alone, on a loss series (NaN where not finite) with its rate."""
     change = _run_stall_change(loss, lr)
     return change is not None and change.stalled
+
+
+def undetermined_kinds(labels, loss: np.ndarray, lr: np.ndarray | None) -> frozenset[str]:
+    """The kinds of `label_run`'s `labels` that this run's own data cannot decide: rule 5's
+    stall, where it applies (no divergence labelled) and its interval holds both sides of the
+    line (the "Undetermined" paragraph of the module doc)."""
+    if _rule5_applies(labels) and stall_undetermined(loss, lr):
+        return frozenset({"stalled_convergence"})
+    return frozenset()
+
+
+def _rule5_applies(labels) -> bool:
+    """Rule 5 judges only runs that rule 2 did not call diverged."""
+    return "divergence" not in labels
 
 
 def stall_undetermined(loss: np.ndarray, lr: np.ndarray | None) -> bool:
