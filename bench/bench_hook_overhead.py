@@ -7,7 +7,10 @@ second to fourth took 1.035x, 1.048x and 1.041x the first's time). The earlier v
 benchmark always built the baseline first, so that bias counted as hook overhead. Now every round
 runs in its own interpreter (`--worker`), builds the configurations in that round's order (the
 order rotates, so each configuration is built first equally often), compiles and warms each up,
-then times each `--repeats` times, interleaved. The paired ratio of a round compares the
+then times each `--repeats` times, interleaved, each timing a training of `--steps` steps
+(default 110: `Model.train` numbers every call's steps from 1, so a timing must pass step 100 to
+include the hooks' default weight reads at steps 49-50 and 99-100 and the histograms at step
+100; 25-step timings, as before, left them out). The paired ratio of a round compares the
 configurations within one process. A clock callback, first in the list, times the steps between
 the second and the last step end of each timing, so per-run costs (compilation, dataset start,
 the monitor's start and final analysis) stay out and every callback's per-step work stays in.
@@ -30,8 +33,8 @@ tiniest model and falls as the work per step grows.
   tiny    2 layers, d=128, seq 64, batch 8     (about 30-40 ms a step here)
   small   4 layers, d=256, seq 128, batch 16   (about 25x the tiny one's step time here, 51 tensors vs 27)
 
-    PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 25] [--rounds 12]
-        [--repeats 3] [--before REV] [--configs baseline,hooks-default,...]
+    PYTHONPATH=. python bench/bench_hook_overhead.py [--model tiny|small|both] [--steps 110] [--rounds 12]
+        [--repeats 2] [--before REV] [--configs baseline,hooks-default,...]
 """
 
 from __future__ import annotations
@@ -257,9 +260,9 @@ def report(name: str, size: ModelSize, times: dict, cpu: dict, steps: int, round
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=(*SIZES, "both"), default="both")
-    parser.add_argument("--steps", type=int, default=25, help="steps per timing")
+    parser.add_argument("--steps", type=int, default=110, help="steps per timing (past step 100: module docstring)")
     parser.add_argument("--rounds", type=int, default=12, help="rounds, each a fresh process")
-    parser.add_argument("--repeats", type=int, default=3, help="timings of each configuration per round")
+    parser.add_argument("--repeats", type=int, default=2, help="timings of each configuration per round")
     parser.add_argument("--before", metavar="REV", help="also time the hooks of this git revision")
     parser.add_argument("--configs", default=",".join(c for c in CONFIGS if c != "hooks-before"),
                         help="comma-separated configurations (baseline always included)")
