@@ -174,6 +174,12 @@ def time_steps(model, callbacks, size: ModelSize, steps: int) -> tuple[float, fl
 CONFIGS = ("baseline", "monitor-only", "hooks-default", "hooks-before", "summary")
 
 
+def rotated(items: list[str], turn: int) -> list[str]:
+    """`items` rotated by `turn` places: over len(items) turns each comes first once."""
+    shift = turn % len(items)
+    return items[shift:] + items[:shift]
+
+
 def measure_round(size: ModelSize, steps: int, repeats: int, workdir: str, configs: list[str]) -> dict:
     """One round in this process: build the configurations in the given order, warm each up, then
     time each `repeats` times, interleaved. Median wall and CPU seconds per step of each."""
@@ -184,8 +190,7 @@ def measure_round(size: ModelSize, steps: int, repeats: int, workdir: str, confi
         runs[config] = (model, callbacks)
     timings: dict[str, list[tuple[float, float]]] = {c: [] for c in configs}
     for repeat in range(repeats):
-        shift = repeat % len(configs)
-        for config in configs[shift:] + configs[:shift]:
+        for config in rotated(configs, repeat):
             timings[config].append(time_steps(*runs[config], size, steps))
     for _, callbacks in runs.values():
         for callback in callbacks:
@@ -201,8 +206,7 @@ def measure(name: str, args, configs: list[str]) -> tuple[dict, dict]:
     times: dict[str, list[float]] = {c: [] for c in configs}
     cpu: dict[str, list[float]] = {c: [] for c in configs}
     for round_index in range(args.rounds):
-        shift = round_index % len(configs)
-        order = configs[shift:] + configs[:shift]
+        order = rotated(configs, round_index)
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--model", name, "--steps", str(args.steps),
                    "--repeats", str(args.repeats), "--configs", ",".join(order)]
         if args.before:

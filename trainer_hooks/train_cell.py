@@ -102,9 +102,10 @@ class TrainOneStepWithHealth(nn.TrainOneStepCell):
         self.window_absent = Tensor(np.array(WINDOW_ABSENT, np.float32))
         self.fused_norms = RowLayout.fits(self.weights)  # a constant of the graph
         layout = RowLayout(parameter.size for parameter in self.weights) if self.fused_norms else None
+        # graph constants of the fused path (placeholders, unused, for the per-tensor one)
         self.row_pads = layout.pads if layout else ()
         self.row_segments = layout.row_segments if layout else Tensor(np.zeros(1, np.int32))
-        self.row_count = len(self.weights)
+        self.row_count = layout.count if layout else 0
 
     def construct(self, *inputs):
         loss = self.network(*inputs)

@@ -235,7 +235,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
         return {"nonfinite": [logged(0)], "divergence": [logged(0)]}, False
     safe = np.where(finite, loss, np.nan)
     smooth = running_median(safe, window)
-    initial = float(np.median(loss[finite][:window]))
+    initial, untrained = start_levels(safe)
     shown = [visible_step(int(k), persistent=False, nonfinite=True) for k in np.flatnonzero(~finite)]
     shown = [step for step in shown if step is not None]
     if shown:
@@ -251,7 +251,6 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     lost = final - held_best
     learned = initial - held_best
     climbed_back = learned > 0 and lost > CLIMB_BACK_SHARE * learned and lost > REBOUND_MIN_SHARE * initial
-    untrained = untrained_level(safe, initial)
     first_logged = min(logged(0) - 1, n - 1)  # the raw step of the first logged point
     worse_than_init = bool(safe[first_logged] <= DIVERGE_FACTOR * untrained) and any(
         b - a > window and len({logged(k) for k in range(a, b)}) > SUSTAINED_POINTS
@@ -268,7 +267,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     second = second[np.isfinite(second)]
     if second.size and np.median(second) < VANISH_FLOOR and final > NOT_CONVERGED * initial:
         labels["vanishing_gradients"] = [logged(0)]
-    if _rule5_applies(labels) and stalled(safe, lr, untrained_level(safe, initial)):
+    if _rule5_applies(labels) and stalled(safe, lr, untrained):
         labels["stalled_convergence"] = [logged(0)]
     spikes = [s for s in spike_steps(safe, initial, window) if visible_step(s, persistent=False) is not None]
     if spikes:
@@ -376,13 +375,20 @@ def stall_undetermined(loss: np.ndarray, lr: np.ndarray | None) -> bool:
 
 
 def _run_stall_change(loss: np.ndarray, lr: np.ndarray | None) -> StallChange | None:
-    """Rule 5's statistic for a whole run, from its own `initial` and untrained level."""
+    """Rule 5's statistic for a whole run, from its own untrained level."""
     safe = np.where(np.isfinite(loss), loss, np.nan)
-    finite = safe[np.isfinite(safe)]
+    levels = start_levels(safe)
+    return None if levels is None else stall_change(safe, lr, levels[1])
+
+
+def start_levels(loss: np.ndarray) -> tuple[float, float] | None:
+    """(`initial`, the untrained level) of a loss (NaN where not finite): the median of its first
+    W finite losses, and `untrained_level` of it; None when no loss is finite."""
+    finite = loss[np.isfinite(loss)]
     if not finite.size:
         return None
     initial = float(np.median(finite[: max(SMOOTH_MIN, loss.size // SMOOTH_DIVISOR)]))
-    return stall_change(safe, lr, untrained_level(safe, initial))
+    return initial, untrained_level(loss, initial)
 
 
 def untrained_level(loss: np.ndarray, initial: float) -> float:
