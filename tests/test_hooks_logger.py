@@ -471,3 +471,34 @@ def test_a_collection_is_one_event_that_tensorboard_and_our_readers_read_whole(t
     (run,) = read_logdir(tmp_path)
     assert run.scalars["train/loss_max"].steps.tolist() == [1, 5, 10]
     assert run.scalars["grad_norm/dense.weight"].values.tolist() == [0.5, 0.5, 0.5]
+
+
+def test_one_steps_histograms_are_one_event_with_exact_statistics(tmp_path):
+    """Every tag of a histogram step goes into one event; what TensorBoard reads back holds the
+    finite values' count, sum, sum of squares, range and bucket counts; an all-NaN tensor is left out."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    from tests.hooks_fixtures import accumulator
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(1000)
+    w[[5, 17]] = [np.nan, np.inf]
+    weights = {"w": w, "b": np.full(3, np.nan), "c": np.arange(4.0)}
+    with quiet_logger(tmp_path, collect_freq=1, weight_freq=0, histogram_freq=2, parameters=weights) as health:
+        for step in (1, 2):
+            health.log_step(step, 1.0)
+    run = tmp_path / "rank_0"
+    (histogram,) = accumulator(run).Histograms("weight/w")
+    finite = w[np.isfinite(w)]
+    value = histogram.histogram_value
+    assert (histogram.step, value.num, value.min, value.max) == (2, 998, finite.min(), finite.max())
+    assert value.sum == pytest.approx(finite.sum(), rel=1e-12)
+    assert value.sum_squares == pytest.approx(np.dot(finite, finite), rel=1e-12)
+    counts, edges = np.histogram(finite, bins=30)
+    assert list(value.bucket) == counts.tolist()
+    assert list(value.bucket_limit) == pytest.approx(edges[1:].tolist(), rel=1e-12)
+    assert set(accumulator(run).Tags()["histograms"]) == {"weight/w", "weight/c"}
+    events = [Event.FromString(record) for path in sorted(run.glob("*tfevents*")) for record in RawEventFileLoader(str(path)).Load()]
+    histogram_events = [event for event in events if any(v.HasField("histo") for v in event.summary.value)]
+    assert [sorted(v.tag for v in event.summary.value) for event in histogram_events] == [["weight/c", "weight/w"]]

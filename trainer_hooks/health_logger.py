@@ -171,15 +171,15 @@ class HealthLogger:
         else:
             self._pending_collection = True
         histogram_step = self._is_histogram_step(step)
+        histograms = []
         if self.weights.wants(step, histogram_step):
             scalars, histograms = self.weights.measure(step, histogram_step)
             self._scalars(list(scalars), step)
-            for tag, values in histograms:
-                self.writer.histogram(tag, values, step)
         if grads is not None and histogram_step:
             names = self.param_names(len(grads))
-            for name, grad in zip(names, grads, strict=True):
-                self.writer.histogram(contract.GRAD_HISTOGRAM_PREFIX + name, to_numpy(grad), step)
+            histograms += [(contract.GRAD_HISTOGRAM_PREFIX + name, to_numpy(grad))
+                           for name, grad in zip(names, grads, strict=True)]
+        self.writer.histograms(histograms, step)
         if stop_now:
             self.should_stop = True
             self.notices.stopping(step, loss_value, grad_norm_value)
