@@ -484,7 +484,8 @@ def test_one_steps_histograms_are_one_event_with_exact_statistics(tmp_path):
     rng = np.random.default_rng(3)
     w = rng.standard_normal(1000)
     w[[5, 17]] = [np.nan, np.inf]
-    weights = {"w": w, "b": np.full(3, np.nan), "c": np.arange(4.0)}
+    c = rng.standard_normal(500).astype(np.float32)  # binned as float32, summed in float64
+    weights = {"w": w, "b": np.full(3, np.nan), "c": c}
     with quiet_logger(tmp_path, collect_freq=1, weight_freq=0, histogram_freq=2, parameters=weights) as health:
         for step in (1, 2):
             health.log_step(step, 1.0)
@@ -499,6 +500,34 @@ def test_one_steps_histograms_are_one_event_with_exact_statistics(tmp_path):
     assert list(value.bucket) == counts.tolist()
     assert list(value.bucket_limit) == pytest.approx(edges[1:].tolist(), rel=1e-12)
     assert set(accumulator(run).Tags()["histograms"]) == {"weight/w", "weight/c"}
+    (histogram,) = accumulator(run).Histograms("weight/c")
+    value, c64 = histogram.histogram_value, c.astype(np.float64)
+    assert (value.num, value.min, value.max, sum(value.bucket)) == (500, c64.min(), c64.max(), 500)
+    assert (value.sum, value.sum_squares) == (pytest.approx(c64.sum(), rel=1e-12), pytest.approx(np.dot(c64, c64), rel=1e-12))
+    assert list(value.bucket_limit) == pytest.approx(np.histogram(c64, bins=30)[1][1:].tolist(), rel=1e-6)
     events = [Event.FromString(record) for path in sorted(run.glob("*tfevents*")) for record in RawEventFileLoader(str(path)).Load()]
     histogram_events = [event for event in events if any(v.HasField("histo") for v in event.summary.value)]
     assert [sorted(v.tag for v in event.summary.value) for event in histogram_events] == [["weight/c", "weight/w"]]
+
+
+def test_the_writers_c_crc_frames_records_as_tensorboard_does(tmp_path):
+    """Same bytes as TensorBoard's pure-Python framing, for empty, short and long records; the
+    hooks' writer uses it and TensorBoard reads its files back (checking every CRC)."""
+    import io
+
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from trainer_hooks.writer import SafeEventWriter, crc_record_writer_class
+
+    theirs, ours = io.BytesIO(), io.BytesIO()
+    for data in (b"", b"x", bytes(range(256)) * 40):
+        RecordWriter(theirs).write(data)
+        crc_record_writer_class()(ours).write(data)
+    assert ours.getvalue() == theirs.getvalue()
+    writer = SafeEventWriter(str(tmp_path))
+    assert type(writer._writer._async_writer._writer) is crc_record_writer_class()
+    writer.scalars([("a", 1.0), ("b", 2.0)], 3)
+    writer.close()
+    (path,) = tmp_path.glob("*tfevents*")
+    assert len(list(RawEventFileLoader(str(path), detect_file_replacement=False).Load())) == 2

@@ -28,6 +28,15 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def square_sum(values: np.ndarray) -> float:
+    """The sum of squares of a numeric array, squared and summed in float64 (no float32 overflow
+    or underflow), without BLAS: numpy's `dot` and `linalg.norm` hand arrays of a layer's size to
+    OpenBLAS's threads, which then spin on the cores (those the training's kernels run on) for
+    a while after each call: 21 us of the calling thread's CPU but 300 us of the process's for
+    16,000 float64 values here, against 45 us and 45 us this way."""
+    return float(np.square(np.ravel(values), dtype=np.float64).sum())
+
+
 def named_parameters(parameters: Any) -> dict[str, Any]:
     """name -> parameter from a Cell, a list of Parameters or a mapping (empty for None)."""
     if parameters is None:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tb_health_plugin import contract
-from trainer_hooks.values import to_numpy
+from trainer_hooks.values import square_sum, to_numpy
 
 
 class WeightTracker:
@@ -31,12 +31,13 @@ class WeightTracker:
 
     def measure(self, step: int, histogram_step: bool) -> tuple[list[tuple[str, float]], list[tuple[str, np.ndarray]]]:
         """This step's (tag, value) scalars and (tag, weights) histograms."""
-        weights = {name: to_numpy(p).astype(np.float64) for name, p in self.parameters.items()}
+        # copies: the snapshot must not follow a parameter updated in place (numpy parameters)
+        weights = {name: np.array(to_numpy(p)) for name, p in self.parameters.items()}
         scalars: list[tuple[str, float]] = []
         if self.weight_freq and step % self.weight_freq == 0:
             previous, self._snapshot = self._snapshot, None
             for name, value in weights.items():
-                scalars.append((contract.PARAM_WEIGHT_NORM_PREFIX + name, float(np.linalg.norm(value.ravel()))))
+                scalars.append((contract.PARAM_WEIGHT_NORM_PREFIX + name, math.sqrt(square_sum(value))))
                 if previous is not None and previous[0] == step - 1 and name in previous[1]:
                     scalars.append((contract.PARAM_UPDATE_RATIO_PREFIX + name, update_ratio(previous[1][name], value)))
         histograms = [(contract.WEIGHT_HISTOGRAM_PREFIX + name, value) for name, value in weights.items()] if histogram_step else []
@@ -47,6 +48,6 @@ class WeightTracker:
 
 def update_ratio(before: np.ndarray, after: np.ndarray) -> float:
     """|after - before| / |before|; 0 for no change, inf for a change from all-zero weights."""
-    before_norm = float(np.linalg.norm(before.ravel()))
-    update = float(np.linalg.norm((after - before).ravel()))
+    before_norm = math.sqrt(square_sum(before))
+    update = math.sqrt(square_sum(np.subtract(after, before, dtype=np.float64)))
     return update / before_norm if before_norm > 0 else (0.0 if update == 0 else math.inf)
