@@ -78,9 +78,12 @@ def _watch_writer_thread(writer) -> None:
 def crc_record_writer_class():
     """`RecordWriter` with TensorBoard's framing (`u64 length | u32 masked crc(length) | data |
     u32 masked crc(data)`) and the C CRC32C; built on first use (TensorBoard is imported late)."""
+    import google_crc32c
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    from tb_health_plugin.readers.records import masked_crc
+    def masked_crc(data: bytes) -> int:  # TFRecord's mask: rotate right by 15 bits, add a constant
+        crc = google_crc32c.value(data)
+        return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
     class CrcRecordWriter(RecordWriter):
         def write(self, data):
