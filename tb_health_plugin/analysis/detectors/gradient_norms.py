@@ -71,6 +71,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tb_health_plugin.analysis.detectors.rank_test import mann_whitney_p
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
@@ -348,7 +349,6 @@ def loss_fell_through(loss: np.ndarray, onset: int, stop: int, width: int) -> bo
     `onset`, by at least `LEARNING_MIN_DROP` of the size of its median there and significantly (one-sided
     Mann-Whitney U, p < `LEARNING_P`). NaN points are missing; +-inf counts as worse than any
     finite loss (a loss that overflowed did not learn)."""
-    from scipy.stats import mannwhitneyu
     loss = np.asarray(loss, dtype=np.float64)
     before = loss[max(0, onset - width) : onset]
     during = loss[onset:stop]
@@ -359,7 +359,7 @@ def loss_fell_through(loss: np.ndarray, onset: int, stop: int, width: int) -> bo
     reference = float(np.median(before[np.isfinite(before)]))
     if reference - float(np.median(during)) < LEARNING_MIN_DROP * abs(reference):
         return False
-    return bool(mannwhitneyu(during, before, alternative="less").pvalue < LEARNING_P)
+    return bool(mann_whitney_p(during, before, "less") < LEARNING_P)
 
 
 def _loss_drop_decades(loss: np.ndarray | None, peak_index: int, start: int, stop: int) -> float | None:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_health_plugin.analysis.detectors.rank_test import mann_whitney_p
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
@@ -166,7 +167,6 @@ def _slowdown_event(index: int, last: int, ratio: float, severity: str, evidence
 
 def _change_point(logs: np.ndarray, min_points: int) -> tuple[int, float, float, float, bool] | None:
     """(onset, log median before, log median after, p-value, False) of the best single split."""
-    from scipy.stats import mannwhitneyu
     pooled, block = _pool(logs)
     min_pooled = max(2, int(np.ceil(min_points / block)))
     best_k, best_cost = None, np.inf
@@ -181,7 +181,7 @@ def _change_point(logs: np.ndarray, min_points: int) -> tuple[int, float, float,
     before, after = logs[:split], logs[split:]
     if np.exp(np.median(after) - np.median(before)) < SLOWDOWN_WARNING:
         return None
-    p_value = float(mannwhitneyu(after, before, alternative="greater").pvalue)
+    p_value = mann_whitney_p(after, before, "greater")
     if p_value >= P_VALUE:
         return None
     # the onset: the first point of the slow segment's neighbourhood that is already slow
@@ -194,11 +194,10 @@ def _change_point(logs: np.ndarray, min_points: int) -> tuple[int, float, float,
 
 def _gradual_change(logs: np.ndarray, min_points: int) -> tuple[int, float, float, float, bool] | None:
     """A slow drift: the last `min_points` against the first ones (no single change point)."""
-    from scipy.stats import mannwhitneyu
     first, last = logs[:min_points], logs[-min_points:]
     if np.exp(np.median(last) - np.median(first)) < SLOWDOWN_WARNING:
         return None
-    p_value = float(mannwhitneyu(last, first, alternative="greater").pvalue)
+    p_value = mann_whitney_p(last, first, "greater")
     if p_value >= P_VALUE:
         return None
     level = rolling_median(logs, median_window(logs.size), edges="mirror")
