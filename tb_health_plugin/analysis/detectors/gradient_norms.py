@@ -71,7 +71,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.rank_test import mann_whitney_p
+from tb_health_plugin.analysis.detectors.rank_sum import mann_whitney_p
 from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,

@@ -1,4 +1,4 @@
-"""`rank_test.mann_whitney_p` gives scipy.stats.mannwhitneyu's p-values (its default method and
+"""`rank_sum.mann_whitney_p` gives scipy.stats.mannwhitneyu's p-values (its default method and
 continuity correction), and the detectors that use it run without importing scipy.stats."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import mannwhitneyu
 
-from tb_health_plugin.analysis.detectors.rank_test import mann_whitney_p
+from tb_health_plugin.analysis.detectors.rank_sum import mann_whitney_p
 from tests.eventlogs import write_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
