@@ -161,6 +161,8 @@ def test_a_run_being_written_is_read_consistently_at_every_moment(tmp_path, plug
             if "live" not in runs:  # no event file yet
                 assert flushed_before == 0
                 continue
+            if flushed_before == 0 and not runs["live"]["steps"]:
+                continue  # the writer's first file holds only its header event yet: no tag to chart
             steps, values = plugin.series("live")
             assert steps == list(range(1, len(steps) + 1)), "steps must be a gap-free, duplicate-free prefix"
             assert len(steps) >= flushed_before, "a flushed point is missing"
