@@ -25,7 +25,8 @@ Prints the median and minimum step time of each over the rounds, the median over
 ratio to the baseline's time in the same round with its interquartile range, and the geometric
 mean of those ratios with its 95% confidence interval (Student t on the log ratios: rounds are
 independent processes); the same for the process's CPU time per step (all threads), which a
-shared machine's load disturbs less than wall time.
+shared machine's load disturbs less than wall time. With `--before`, also the geometric mean of
+the two versions' per-round ratio, which the baseline's own noise does not widen.
 
 Two model sizes (`--model`): the in-step gradient norms cost a fixed few tens of microseconds
 per parameter tensor on the CPU (one kernel launch each), so their share is largest on the
@@ -259,6 +260,11 @@ def report(name: str, size: ModelSize, times: dict, cpu: dict, steps: int, round
               f"{statistics.median(cpu[config]) * 1000:>13.2f}{cpu_ratio:>12.3f}x [{cpu_low:.3f}, {cpu_high:.3f}]"
               f"{cpu_mean:>12.3f}x [{cpu_mean_low:.3f}, {cpu_mean_high:.3f}]")
     print(f"(fastest baseline step {base_min * 1000:.2f} ms)")
+    if "hooks-before" in times and "hooks-default" in times:  # the two versions side by side, per round
+        wall = geometric_interval(times["hooks-default"], times["hooks-before"])
+        cpu_time = geometric_interval(cpu["hooks-default"], cpu["hooks-before"])
+        print(f"hooks-default / hooks-before, geometric mean of the per-round ratios [95% CI]: wall "
+              f"{wall[0]:.3f} [{wall[1]:.3f}, {wall[2]:.3f}], CPU {cpu_time[0]:.3f} [{cpu_time[1]:.3f}, {cpu_time[2]:.3f}]")
 
 
 def main() -> None:
