@@ -9,9 +9,9 @@ model's 27 parameters, 397k values, so the weight reads every 50 steps and the h
 100 are included), at the defaults (`collect_freq=10`, online analysis on).
 
 Two clocks: the calling thread's CPU (`time.thread_time`), and the process's (`time.process_time`,
-every thread), since the writer's thread (TensorBoard's, which computes each record's CRC in
-pure Python) and the online analysis's thread hold the interpreter lock while they run Python
-and so delay the training thread's next callback: a busy Python thread beside a training loop
+every thread), since the writer's thread (TensorBoard's, which computed each record's CRC in
+pure Python until the hooks gave it the C one) and the online analysis's thread hold the
+interpreter lock while they run Python and so delay the training thread's next callback: a busy Python thread beside a training loop
 of the tiny model made its steps 2.3x longer here. The two versions alternate over rounds, each
 in a fresh logger, and the paired median ratios are printed. MindSpore is imported first, as in
 training, so protobuf runs its pure-Python backend.

@@ -29,8 +29,8 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from tb_health_plugin.readers import LogdirReader
 from tb_health_plugin.readers.accumulate import ScalarBuilder
-from tb_health_plugin.readers.records import masked_crc
 from tb_health_plugin.readers.schema import PROTOBUF_BACKEND, MsEvent
+from tb_health_plugin.tfrecord import masked_crc
 
 SCALAR_TAGS = ("train/loss", "train/lr", "train/grad_norm", "train/loss_scale", "train/step_time_ms")
 

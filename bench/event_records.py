@@ -8,28 +8,17 @@ is what a live training does between two checks; the benchmarks use it to grow l
 from __future__ import annotations
 
 import shutil
-import struct
 from pathlib import Path
 
-import google_crc32c
 import numpy as np
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
-CRC_MASK_DELTA = 0xA282EAD8
+from tb_health_plugin.tfrecord import frame as record  # one TFRecord, framed as TensorBoard's writer does
+from tb_health_plugin.tfrecord import masked_crc  # noqa: F401 - the tests frame damaged records with it
+
 WALL_START = 1.767e9
 FLUSH_EVERY = 100_000  # records buffered before a write
-
-
-def masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + CRC_MASK_DELTA) & 0xFFFFFFFF
-
-
-def record(payload: bytes) -> bytes:
-    """One TFRecord: length, its masked CRC, the payload, the payload's masked CRC."""
-    header = struct.pack("<Q", len(payload))
-    return header + struct.pack("<I", masked_crc(header)) + payload + struct.pack("<I", masked_crc(payload))
 
 
 def file_version_record() -> bytes:

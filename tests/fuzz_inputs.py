@@ -17,8 +17,8 @@ import struct
 
 from hypothesis import strategies as st
 
-from tb_health_plugin.readers.records import masked_crc
 from tb_health_plugin.readers.schema import MS_RAW_BUCKETS_PACKAGE, MsBucket, _message_class
+from tb_health_plugin.tfrecord import frame, masked_crc
 
 # The reader's own schema variant: the same wire format, tags as bytes, so any tag can be written.
 RawMsEvent = _message_class(f"{MS_RAW_BUCKETS_PACKAGE}.Event")
@@ -29,12 +29,6 @@ UINT64 = st.integers(0, 2**64 - 1)
 ANY_DOUBLE = st.floats(allow_nan=True, allow_infinity=True)
 ANY_FLOAT32 = st.floats(width=32, allow_nan=True, allow_infinity=True)
 TAG_BYTES = st.one_of(st.binary(max_size=12), st.text(max_size=8).map(str.encode)).map(GENERATED_TAG_PREFIX.__add__)
-
-
-def frame(payload: bytes) -> bytes:
-    """TFRecord framing, as TensorBoard's and MindSpore's writers lay it out."""
-    length = struct.pack("<Q", len(payload))
-    return length + struct.pack("<I", masked_crc(length)) + payload + struct.pack("<I", masked_crc(payload))
 
 
 def header(length: int) -> bytes:

@@ -37,8 +37,9 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 from tb_health_plugin.readers import LogdirReader
-from tb_health_plugin.readers.records import masked_crc, scan_records
+from tb_health_plugin.readers.records import scan_records
 from tb_health_plugin.readers.schema import MsEvent
+from tb_health_plugin.tfrecord import masked_crc
 from tests import fuzz_inputs
 from tests.readers_fixtures import event, legacy_histogram_value, scalar_value, tensor_value, write_events
 

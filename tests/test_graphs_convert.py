@@ -18,8 +18,8 @@ from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tb_health_plugin.graphs.anf_ir_schema import GraphEvent, GraphProto, ModelProto
 from tb_health_plugin.graphs.mindspore_graph import graph_def_from_mindspore, parse_model_proto
 from tb_health_plugin.graphs.summary_graphs import latest_graph_event, read_graphs
-from tb_health_plugin.readers.records import masked_crc
 from tb_health_plugin.readers.schema import MsEvent
+from tb_health_plugin.tfrecord import masked_crc
 
 FLOAT32, INT64, TENSOR, TUPLE, MONAD = 11, 5, 14, 31, 0
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import struct
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import google_crc32c
 import numpy as np
 import pytest
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
+from tb_health_plugin.tfrecord import frame
 from tests.browser import HealthTab, browser_page
 from tests.eventlogs import WALL_TIME_START, write_scalars
 from tests.tensorboard_server import get_json, running_tensorboard
@@ -105,19 +104,13 @@ def frozen(pid: int) -> Iterator[None]:
 # ----- logs
 
 
-def _masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def append_loss(run_dir: Path, steps: np.ndarray, values: np.ndarray) -> None:
     """Legacy scalar events appended as a second event file of the run (TFRecord framing)."""
     parts = []
     for step, value in zip(steps.tolist(), values.tolist(), strict=True):
         summary = Summary(value=[Summary.Value(tag="train/loss", simple_value=value)])
         payload = Event(wall_time=WALL_TIME_START + step, step=step, summary=summary).SerializeToString()
-        header = struct.pack("<Q", len(payload))
-        parts.append(header + struct.pack("<I", _masked_crc(header)) + payload + struct.pack("<I", _masked_crc(payload)))
+        parts.append(frame(payload))
     (run_dir / "events.out.tfevents.1767000999.appended").write_bytes(b"".join(parts))
 
 

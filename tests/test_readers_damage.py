@@ -9,7 +9,8 @@ import tracemalloc
 import numpy as np
 
 from tb_health_plugin.readers import LogdirReader, read_logdir
-from tb_health_plugin.readers.records import masked_crc, scan_records
+from tb_health_plugin.readers.records import scan_records
+from tb_health_plugin.tfrecord import masked_crc
 from tests.readers_fixtures import record_offsets, write_scalar_run
 
 STEPS = list(range(1, 201))

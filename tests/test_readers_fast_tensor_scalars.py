@@ -26,8 +26,9 @@ from tensorboard.util import tensor_util
 
 from tb_health_plugin.readers import LogdirReader, fast_scalars, fast_tensor_scalars, tfevents, wire
 from tb_health_plugin.readers.points import ScalarPoints
-from tb_health_plugin.readers.records import masked_crc, scan_records
+from tb_health_plugin.readers.records import scan_records
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
+from tb_health_plugin.tfrecord import masked_crc
 
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BFLOAT16, DT_HALF = 1, 2, 3, 9, 14, 19
 NUMPY_TYPES = {DT_FLOAT: np.float32, DT_DOUBLE: np.float64, DT_INT32: np.int32, DT_INT64: np.int64,

@@ -26,8 +26,8 @@ from tb_health_plugin.readers import LogdirReader, read_logdir
 from tb_health_plugin.readers.discovery import TFEVENTS, EventFile, discover_runs, walk_folders
 from tb_health_plugin.readers.logdir_reader import read_run
 from tb_health_plugin.readers.points import INT64_MAX
-from tb_health_plugin.readers.records import masked_crc
 from tb_health_plugin.readers.schema import MsEvent
+from tb_health_plugin.tfrecord import masked_crc
 from tests.readers_fixtures import event, record_offsets, scalar_value, write_events, write_scalar_run
 
 ROOT = Path(__file__).resolve().parents[1]

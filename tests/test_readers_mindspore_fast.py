@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from tb_health_plugin.readers import read_logdir
 from tb_health_plugin.readers.mindspore_summary import buckets_from_bytes
-from tb_health_plugin.readers.records import masked_crc
 from tb_health_plugin.readers.schema import MsBucket, MsEvent
+from tb_health_plugin.tfrecord import masked_crc
 
 MS_NAME = "events.out.events.summary.1767000000.0.host_MS"
 

@@ -44,7 +44,7 @@ BUCKET, PREFIX = "training-logs", "job-42"
 
 
 def frame(payload: bytes) -> bytes:
-    from tb_health_plugin.readers.records import masked_crc
+    from tb_health_plugin.tfrecord import masked_crc
 
     length = len(payload).to_bytes(8, "little")
     return length + masked_crc(length).to_bytes(4, "little") + payload + masked_crc(payload).to_bytes(4, "little")

@@ -84,8 +84,8 @@ def write_logs(root) -> None:
 
 def write_mindspore_summary(run_dir, steps, losses) -> None:
     """A MindSpore summary file (`SummaryRecord`'s name and framing; `loss/auto` as SummaryCollector tags it)."""
-    from tb_health_plugin.readers.records import masked_crc
     from tb_health_plugin.readers.schema import MsEvent
+    from tb_health_plugin.tfrecord import masked_crc
 
     def frame(payload: bytes) -> bytes:
         header = len(payload).to_bytes(8, "little")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import threading
 import time
 import warnings
@@ -76,20 +75,15 @@ def _watch_writer_thread(writer) -> None:
 
 @functools.cache
 def crc_record_writer_class():
-    """`RecordWriter` with TensorBoard's framing (`u64 length | u32 masked crc(length) | data |
-    u32 masked crc(data)`) and the C CRC32C; built on first use (TensorBoard is imported late)."""
-    import google_crc32c
+    """`RecordWriter` framing records as TensorBoard's does, with the C CRC32C
+    (`tb_health_plugin.tfrecord.frame`); built on first use (TensorBoard is imported late)."""
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    def masked_crc(data: bytes) -> int:  # TFRecord's mask: rotate right by 15 bits, add a constant
-        crc = google_crc32c.value(data)
-        return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    from tb_health_plugin.tfrecord import frame
 
     class CrcRecordWriter(RecordWriter):
         def write(self, data):
-            header = struct.pack("<Q", len(data))
-            self._writer.write(b"".join((header, struct.pack("<I", masked_crc(header)), data,
-                                         struct.pack("<I", masked_crc(data)))))
+            self._writer.write(frame(data))
 
     return CrcRecordWriter
 
@@ -154,9 +148,6 @@ class SafeEventWriter:
         for tag, value in values:
             add_value(tag=tag, simple_value=float(value))
         self._write(event)
-
-    def histogram(self, tag: str, values: np.ndarray, step: int, wall_time: float | None = None) -> None:
-        self.histograms([(tag, values)], step, wall_time)
 
     def histograms(self, items: Sequence[tuple[str, np.ndarray]], step: int, wall_time: float | None = None) -> None:
         """Legacy `HistogramProto`s of the finite values (what TensorBoard's Histograms tab

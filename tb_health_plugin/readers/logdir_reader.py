@@ -47,7 +47,6 @@ from tb_health_plugin.readers.records import (
     HEADER_BYTES,
     RESYNC_WINDOW,
     header_crc_ok,
-    masked_crc,
     scan_records,
 )
 from tb_health_plugin.readers.storage import (  # noqa: F401 - open_regular_file, NotARegularFile: re-exported
@@ -62,6 +61,7 @@ from tb_health_plugin.readers.storage import (  # noqa: F401 - open_regular_file
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
 from tb_health_plugin.readers.writers import FileSpan, assign_writers, writer_tag, writers_note
 from tb_health_plugin.run_data import Backtrack, ReadNote, RunData
+from tb_health_plugin.tfrecord import masked_crc
 
 logger = logging.getLogger(__name__)
 # A failing store is said by whoever reads (the tab, the CLI with its retries), not counted as an

@@ -1,7 +1,7 @@
 """TFRecord framing, shared by tfevents and MindSpore summary files.
 
 A record is `u64 length | u32 masked_crc32c(length) | payload | u32 masked_crc32c(payload)`
-(little endian). `scan_records` finds the complete, valid records in a byte buffer with as little
+(little endian; `tb_health_plugin.tfrecord` defines it once, for writers too). `scan_records` finds the complete, valid records in a byte buffer with as little
 Python work per record as possible: record boundaries are predicted from the repeating pattern
 of record sizes and verified with numpy (a tight loop follows the length fields where the
 pattern breaks), numpy checks every header checksum at once, one C CRC32C call per payload follows, and numpy compares the masked
@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import google_crc32c
 import numpy as np
 
+from tb_health_plugin.tfrecord import MASK_DELTA
+
 HEADER_BYTES = 12  # u64 length + u32 masked CRC of the length
 FOOTER_BYTES = 4  # u32 masked CRC of the payload
 FRAME_BYTES = HEADER_BYTES + FOOTER_BYTES
-_CRC_MASK_DELTA = 0xA282EAD8  # TFRecord's masking constant
 _CASTAGNOLI_REFLECTED = 0x82F63B78  # CRC32C polynomial, bit-reversed
 RESYNC_WINDOW = 1 << 16  # positions examined per numpy pass while resynchronising (~36 bytes of scratch each)
 _LOOP_RECORDS = 48  # records followed one by one before predicting the next ones
@@ -53,12 +54,7 @@ def mask_crc(crcs: np.ndarray) -> np.ndarray:
     """TFRecord's masked CRC (rotate right by 15 bits, add a constant), vectorised over uint32s."""
     crcs = crcs.astype(np.uint32)
     rotated = (crcs >> np.uint32(15)) | (crcs << np.uint32(17))
-    return (rotated.astype(np.uint64) + _CRC_MASK_DELTA).astype(np.uint32)
-
-
-def masked_crc(data: bytes) -> int:
-    """The masked CRC32C of one byte string (for writers and tests)."""
-    return int(mask_crc(np.array([google_crc32c.value(data)], dtype=np.uint32))[0])
+    return (rotated.astype(np.uint64) + MASK_DELTA).astype(np.uint32)
 
 
 def read_uint_at(raw: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:

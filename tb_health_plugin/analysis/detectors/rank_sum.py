@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from itertools import accumulate
 
 import numpy as np
 
@@ -71,13 +72,8 @@ def _exact_upper_tail(u: int, m: int, n: int) -> float:
 @lru_cache(maxsize=256)
 def _upper_tails(m: int, n: int) -> np.ndarray:
     """P(U >= u) for u = 0..m*n, with m <= n the sizes of the two samples."""
-    counts = _orderings_by_u(m, n)
     total = math.comb(m + n, m)
-    upper = [0] * len(counts)
-    running = 0
-    for u in range(len(counts) - 1, -1, -1):
-        running += counts[u]
-        upper[u] = running
+    upper = list(accumulate(reversed(_orderings_by_u(m, n))))[::-1]  # exact integers, then divided
     return np.array([count / total for count in upper], dtype=np.float64)
 
 
