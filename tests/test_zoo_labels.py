@@ -167,3 +167,24 @@ def test_the_rise_around_an_overflow_is_the_overflow():
     loss[25:75] = np.inf  # the high values are the edges of a non-finite episode
     labels, _ = zoo_labels.label_run(loss, np.ones(300), every_step)
     assert "nonfinite" in labels and "divergence" not in labels
+
+
+def test_a_jump_beside_a_nan_step_is_that_overflow_not_a_spike():
+    # like a float16 Adam run: 4.2 against a context of 0.085, then Inf, then the run went on
+    loss = near_zero_run_with_a_corrupted_batch(np.random.default_rng(11), after_level=1.0)
+    initial = float(np.median(loss[:5]))
+    assert 93 in zoo_labels.spike_steps(loss, initial, 5)
+    loss[94] = np.inf
+    assert 93 not in zoo_labels.spike_steps(loss, initial, 5)
+
+
+def test_a_jump_the_run_follows_into_nan_for_good_did_not_recover():
+    # like a float16 SGD run: 5.3 times its context, four finite steps, then Inf to the end;
+    # skipping the NaNs, the median of the next steps had called that a recovery
+    loss = near_zero_run_with_a_corrupted_batch(np.random.default_rng(12), after_level=1.0)
+    initial = float(np.median(loss[:5]))
+    loss[98:] = np.nan
+    assert 93 not in zoo_labels.spike_steps(loss, initial, 5)
+    loss[98:] = loss[60:60 + loss.size - 98]  # the same run, finite after the jump: a spike
+    loss[105] = np.nan  # one overflowed step later on does not undo its recovery
+    assert 93 in zoo_labels.spike_steps(loss, initial, 5)

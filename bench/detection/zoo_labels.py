@@ -120,7 +120,14 @@ Rules, in this order (a run may get several kinds):
    one of its hard batches passed (zoo_dev_050: 11 "spikes" in 20 logged windows, each window's
    maximum 1.5-5.3; nothing in its logs stands out). Up to five spikes in the history leave
    the quantile alone, so a second corrupted batch ten steps after a first is still one.
-   Steps in the first `W` steps are not considered.
+   Steps in the first `W` steps are not considered. Nor is a jump beside a NaN or Inf step
+   (the step before or after it): the update that overflowed made the odd finite values around
+   it, one numerical failure that rule 1 labels (the detector's `spikes` step 9 states the same
+   on logged points). And a non-finite loss in the steps after a jump counts as one that did
+   not come back (the median of the next steps takes it as +Inf): a jump that the run follows
+   into NaN for good is the start of that failure, not a spike it recovered from (a float16
+   SGD run at 5.3x its context, then 3.2, 2.1, 2.3, 10.1 and Inf to the end; the NaN-skipping
+   median had called that recovered).
    A spike is labelled only where the run's logs can show it: the loss logged every step, a
    logged window maximum (our hooks), the spike's own step being a logged point, or an
    interval mean (the Hugging Face way) that the spike lifts by `SPIKE_MEAN_LIFT` (35%) or
@@ -475,9 +482,9 @@ def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:
         context = loss[k - SPIKE_CONTEXT:k]
         context = context[np.isfinite(context)]
         after = loss[k + 1:k + 1 + SPIKE_CONTEXT]
-        after = after[np.isfinite(after)]
-        if context.size < SPIKE_CONTEXT // 2 or not after.size or not np.isfinite(loss[k]):
-            continue
+        after = np.where(np.isfinite(after), after, np.inf)  # a NaN or Inf step did not come back
+        if context.size < SPIKE_CONTEXT // 2 or not np.isfinite(loss[k - 1:k + 2]).all():
+            continue  # too little context, or beside a NaN/Inf step (rule 1's event)
         centre = float(np.median(context))
         mad = 1.4826 * float(np.median(np.abs(context - centre)))
         excess = loss[k] - centre
