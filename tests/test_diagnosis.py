@@ -182,3 +182,27 @@ def test_a_divergence_with_normal_gradients_is_not_blamed_on_one_batch():
     signals.grad_norm = ScalarSeries.from_lists(signals.loss.steps, np.ones(len(signals.loss)))
     divergence = Event("divergence", "critical", 6010, "train/loss", "The loss rises.")
     assert explain([divergence], signals)[0].evidence.get("cause") != "data"
+
+
+def exploding_at(step: int, lr: np.ndarray) -> Event:
+    signals = RunSignals.from_run(RunData("run", scalars={
+        "train/loss": ScalarSeries.from_lists(STEPS, np.full(N, 2.0)),
+        "train/lr": ScalarSeries.from_lists(STEPS, lr),
+    }))
+    exploding = Event("exploding_gradients", "warning", step, "train/grad_norm", "Exploded.", end_step=step + 20)
+    return explain([exploding], signals)[0]
+
+
+def test_gradients_that_blow_up_as_the_warm_up_reaches_its_peak_are_blamed_on_the_peak():
+    warm_up = np.minimum(1.0, (STEPS + 10) / 300.0) * 0.1  # the peak at step 290, a tenth of the run
+    assert exploding_at(330, warm_up).evidence["cause"] == "lr_peak"
+    assert exploding_at(250, np.full(N, 0.1)).evidence["cause"] == "lr_peak"  # constant: at its peak from step 0
+
+
+def test_a_late_blow_up_under_a_rate_long_at_its_peak_gets_no_peak_cause():
+    # like zoo_seen_021: a constant rate of 0.13, a layer's norm up 19,000x at step 370 of 438,
+    # once said to have blown up "as the learning rate reached its peak" (reached at step 1)
+    late = exploding_at(int(STEPS[int(0.85 * N)]), np.full(N, 0.13))
+    assert "cause" not in late.evidence
+    warm_up = np.minimum(1.0, (STEPS + 10) / 300.0) * 0.1
+    assert "cause" not in exploding_at(int(STEPS[int(0.6 * N)]), warm_up).evidence

@@ -28,7 +28,13 @@ module (`analysis/kinds/`) names the function below that diagnoses it. The cause
   forward pass or the loss itself). A loss that turns non-finite for good is a divergence,
   which carries that cause when the gradients went first (otherwise the loss-event causes).
 * divergence or non-finite values after exploding gradients: the explosion.
-* exploding gradients: at a learning-rate rise, or as the rate reaches its warm-up peak.
+* exploding gradients: at a learning-rate rise, or as the rate reaches its warm-up peak: the
+  rate at `PEAK_SHARE` (90%) of its peak or more, and the rise starting within the run's first
+  transient (`schedule.DEFAULT_WARMUP_SHARE`, a tenth of the steps the rate's log covers, plus
+  one logging interval) after the rate first got there. A rate that has been at its peak for
+  most of the run is no news at the step the norm rose: a constant rate of 0.13 whose layer-0
+  norm rose 19,000x at step 370 of 438 was said to have blown up "as the rate reached its peak",
+  which it reached at step 1. Such a rise gets no cause line rather than a wrong one.
 * vanishing gradients and stalls: a learning rate at zero or its floor, exactly-zero gradients.
 
 A "spike" of a related series is a window maximum `SPIKE_FACTOR` (3x) above the median of the
@@ -44,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_health_plugin.analysis.detectors.schedule import DEFAULT_WARMUP_SHARE
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import ScalarSeries
@@ -51,6 +58,7 @@ from tb_health_plugin.run_data import ScalarSeries
 SPIKE_FACTOR = 3.0
 BASELINE_POINTS = 20
 LR_IDLE_SHARE = 0.01
+PEAK_SHARE = 0.9  # a rate this close to its peak is "at its peak" (exploding gradients' cause)
 SETTLE_POINTS = 2
 
 Diagnose = Callable[[Event, list[Event], RunSignals], tuple[str | None, dict[str, Any]]]
@@ -279,9 +287,13 @@ def _exploding_cause(signals, findings, start) -> tuple[str | None, dict]:
     position = int(np.clip(np.searchsorted(lr.steps, start, side="right") - 1, 0, len(lr) - 1))
     peak = float(np.nanmax(lr.values))
     share = float(lr.values[position] / peak) if peak > 0 else 0.0
-    if share >= 0.9:
-        return "lr_peak", {"lr": float(lr.values[position]), "lr_peak": peak}
-    return None, {}
+    if share < PEAK_SHARE:
+        return None, {}
+    reached = int(lr.steps[np.argmax(lr.values >= PEAK_SHARE * peak)])  # first there (NaN compares False)
+    transient = DEFAULT_WARMUP_SHARE * float(lr.steps[-1] - lr.steps[0]) + _gap(lr)
+    if start - reached > transient:
+        return None, {}
+    return "lr_peak", {"lr": float(lr.values[position]), "lr_peak": peak}
 
 
 def _lr_idle(signals: RunSignals, start: int, end: int) -> tuple[str | None, dict]:
