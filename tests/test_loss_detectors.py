@@ -436,3 +436,25 @@ def test_a_short_excursion_above_twice_the_start_is_left_to_the_spike_detector()
     y[9:] = np.log(2.0) + 0.1 * np.sin(np.arange(y.size - 9))  # back after 6 points above twice the start
     assert [f for f in loss_divergence(EXCURSION_STEPS, np.exp(y), "loss/auto", infer_schedule(EXCURSION_STEPS))
             if f.kind == "divergence"] == []
+
+
+# zoo_seen_069's logged loss (a real MindSpore MLP under AdamW at 0.046, warm-up and cosine,
+# logged every 5th step): it reached float32's 0.0 and stayed there between Inf steps and a few
+# hard batches
+FIT_TO_ZERO_STEPS = np.array([1, *range(5, 240, 5)])
+FIT_TO_ZERO_LOSS = np.array(
+    [2.074, 0.05286, np.inf, 1.336, np.inf, np.inf, np.inf, 0.0, np.inf, np.inf, np.inf, 1.544, np.inf, 0.0,
+     np.inf, 0.0, 1.3, np.inf, np.inf, np.inf, np.inf, 0.0, 0.0, 4.321e-07, 0.0, np.inf, *[0.0] * 18, 2.217, 0.0,
+     0.0, 0.0])
+
+
+def test_a_loss_that_reached_exactly_zero_is_not_stuck_from_the_start():
+    peak = 0.0457
+    warm = np.minimum(1.0, FIT_TO_ZERO_STEPS / 10.0)
+    lr = peak * warm * 0.5 * (1 + np.cos(np.pi * np.clip((FIT_TO_ZERO_STEPS - 10) / 230, 0, 1)))
+    schedule = infer_schedule(FIT_TO_ZERO_STEPS, FIT_TO_ZERO_STEPS, lr)
+    assert stalled_convergence(FIT_TO_ZERO_STEPS, FIT_TO_ZERO_LOSS, "loss", schedule) == []
+    # the same run held at 1.9 instead of 0.0 (no value at zero, so no shifted log) is stuck
+    stuck = np.where(FIT_TO_ZERO_LOSS == 0.0, 1.9 * np.exp(0.01 * np.sin(FIT_TO_ZERO_STEPS)), FIT_TO_ZERO_LOSS)
+    stuck[stuck < 1e-3] = 1.9
+    assert [f.kind for f in stalled_convergence(FIT_TO_ZERO_STEPS, stuck, "loss", schedule)] == ["stalled_convergence"]

@@ -32,7 +32,9 @@ Method (tests of the log-loss's change against the run's own earlier progress):
    batch cannot set it) and the first one: the first loss is computed before any update, the
    untrained model's, and a run whose first updates blew up (2.1, then Inf and 10-28) and
    then sat at chance level learned nothing, though its first points' median put chance at a
-   fifth of its "start". Half the start is far from where any trained model ends (a
+   fifth of its "start". A loss that reaches exactly zero is compared in its own units
+   (`_halved`): its log is shifted (`robust.log_loss`), where "half" means nothing. Half the
+   start is far from where any trained model ends (a
    classifier's cross-entropy over C classes starts near ln C and a trained one ends well
    under half of it; a language model's falls from ~10 to 2-3).
    The line and its standard error (from Sen's confidence interval) estimate a quantity that
@@ -130,7 +132,7 @@ def stalled_convergence(
     d1 = _high_lr_end(schedule, d0, n)
     if d1 - d0 < MIN_DOMAIN_POINTS:
         return []
-    whole = _stuck_from_start(steps, x, y, d0, d1)
+    whole = _stuck_from_start(steps, x, y, d0, d1, values)
     if whole is not None:
         return [_finding(steps, values, tag, what, schedule, d0, d0, d1, whole, STUCK_CHANGE_LOG, 0.0, sigma)]
     if d1 - d0 < MIN_TAIL_POINTS:
@@ -161,12 +163,11 @@ def stalled_convergence(
     return []
 
 
-def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, d1: int) -> LinearFit | None:
+def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, d1: int,
+                      values: np.ndarray) -> LinearFit | None:
     """Steps 4-5 of the module doc: the Theil-Sen line over the whole domain when it shows a
     run stuck far from converged, else None."""
-    start = start_level(y)
-    end_level = float(np.median(y[d1 - max(1, (d1 - d0) // 10) : d1]))
-    if end_level <= start + np.log(NOT_HALVED_SHARE):
+    if _halved(y, d0, d1, values):
         return None  # tested first: cheap, and most runs end here (no Theil-Sen line)
     whole = _whole_change(steps[d0:d1].astype(np.float64), y[d0:d1])
     if whole is None or not _flat_within(whole, STUCK_CHANGE_LOG, against_earlier_pace=False):
@@ -177,6 +178,22 @@ def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, 
         if predicted < PACE_BAND_MULTIPLE * STUCK_CHANGE_LOG:
             return None  # too short a domain to tell the warm-up's pace from a stall
     return whole
+
+
+def _halved(y: np.ndarray, d0: int, d1: int, values: np.ndarray) -> bool:
+    """Whether the domain's last tenth stands at `NOT_HALVED_SHARE` of the start or below.
+
+    On the log of the loss (`y`), where the log is the loss's own. A loss that reaches exactly
+    zero and never goes below (a float16 or float32 classifier whose every batch is fit) has a
+    shifted log (`robust.log_loss`), in which "half the start" means nothing: a run from 2.07
+    down to 0.0 stood, shifted by the values' spread of 2.2, at 0.52 of its start in the log's
+    units and was called stuck from the start, its plateau "0.0" (zoo_seen_069). Such a loss is
+    judged in its own units, the same statistic (medians, the same start) the zoo's rule 5 uses.
+    """
+    tail = slice(d1 - max(1, (d1 - d0) // 10), d1)
+    if float(values.min()) == 0.0:
+        return float(np.median(values[tail])) <= NOT_HALVED_SHARE * start_level(values)
+    return float(np.median(y[tail])) <= start_level(y) + np.log(NOT_HALVED_SHARE)
 
 
 def start_level(series: np.ndarray) -> float:
