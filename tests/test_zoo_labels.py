@@ -188,3 +188,13 @@ def test_a_jump_the_run_follows_into_nan_for_good_did_not_recover():
     loss[98:] = loss[60:60 + loss.size - 98]  # the same run, finite after the jump: a spike
     loss[105] = np.nan  # one overflowed step later on does not undo its recovery
     assert 93 in zoo_labels.spike_steps(loss, initial, 5)
+
+
+def test_the_per_step_log_noise_is_the_spread_around_the_trend_not_the_trend():
+    rng = np.random.default_rng(13)
+    trend = np.exp(-np.linspace(0, 4, 400))  # a fall over 4 e-folds: no noise of its own
+    for sd in (0.05, 0.5, 1.0):
+        noise = zoo_labels.log_noise(2.0 * trend * np.exp(sd * rng.standard_normal(400)))
+        assert abs(noise - sd) < 0.15 * sd
+    assert zoo_labels.log_noise(2.0 * trend) < 1e-3
+    assert zoo_labels.log_noise(np.where(np.arange(400) < 50, 2.0, np.nan)) is None  # NaN after 50 steps

@@ -29,6 +29,7 @@ class Case:
     # kinds whose label the rule cannot decide at its own resolution: either verdict is accepted
     # and neither is scored (zoo_labels, rule 5's "Undetermined")
     undetermined: frozenset[str] = frozenset()
+    noise: float | None = None  # a zoo run's per-step log-noise (`zoo_labels.log_noise`)
 
     @property
     def healthy(self) -> bool:

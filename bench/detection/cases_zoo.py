@@ -281,7 +281,8 @@ def cases(split: str) -> list[Case]:
         expected, creep = labels_for(run)
         undetermined = zoo_labels.undetermined_kinds(expected, run.loss, run.lr)
         out.append(Case(spec["name"], partial(_copy_logs, run.logs), expected, family=FAMILY, creep=creep,
-                        steps=spec["steps"], note=describe(spec), undetermined=undetermined))
+                        steps=spec["steps"], note=describe(spec), undetermined=undetermined,
+                        noise=zoo_labels.log_noise(run.loss)))
     return out
 
 

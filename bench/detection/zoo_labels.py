@@ -217,6 +217,23 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
             return np.nanmedian(windows, axis=1)
 
 
+NOISE_WINDOW = 33  # the spike detector's trend window, in steps here
+NOISE_MIN_STEPS = 60
+
+
+def log_noise(loss: np.ndarray) -> float | None:
+    """The run's per-step noise: the robust sd (1.4826 MAD) of the log-loss around its centred
+    running median over `NOISE_WINDOW` steps, after the first tenth of the run (the fast early
+    fall is not noise); None with fewer than `NOISE_MIN_STEPS` finite positive steps. Not a
+    label: the benchmark reports the zoo's spike events by it, because rule 6 is a rarity rule
+    (twice the 95% quantile of the previous steps), which wide noise passes by chance."""
+    usable = np.isfinite(loss) & (loss > 0)
+    if usable.sum() < NOISE_MIN_STEPS:
+        return None
+    y = np.log(loss[usable])
+    residual = (y - running_median(y, NOISE_WINDOW))[y.size // 10:]
+    return float(1.4826 * np.median(np.abs(residual)))
+
 def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
               step_time: np.ndarray | None = None, lr: np.ndarray | None = None,
               grad_shown: np.ndarray | None = None) -> tuple[dict[str, list[int]], bool]:
