@@ -39,7 +39,7 @@ import numpy as np
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
-from bench.event_records import record  # TFRecord framing, shared with the other benchmarks
+from tb_health_plugin.tfrecord import frame  # TFRecord framing, as TensorBoard's writer lays it out
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -77,17 +77,17 @@ def write_run(folder: Path, steps: int) -> None:
     }
     series["train/loss"][steps // 3] = 40.0  # one spike
     with open(folder / "events.out.tfevents.1767000000.bench", "wb") as out:
-        out.write(record(Event(wall_time=1.767e9, file_version="brain.Event:2").SerializeToString()))
+        out.write(frame(Event(wall_time=1.767e9, file_version="brain.Event:2").SerializeToString()))
         chunk = []
         for step in range(steps):
             summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v[step])) for tag, v in series.items()])
-            chunk.append(record(Event(wall_time=1.767e9 + step, step=step, summary=summary).SerializeToString()))
+            chunk.append(frame(Event(wall_time=1.767e9 + step, step=step, summary=summary).SerializeToString()))
             if step % LAYER_EVERY == 0:
                 layers = [
                     Summary.Value(tag=f"grad_norm/model.layers.{i}.attention.wq.weight", simple_value=10.0 ** (i / 4 - 4))
                     for i in range(LAYERS)
                 ]
-                chunk.append(record(Event(wall_time=1.767e9 + step, step=step, summary=Summary(value=layers)).SerializeToString()))
+                chunk.append(frame(Event(wall_time=1.767e9 + step, step=step, summary=Summary(value=layers)).SerializeToString()))
             if len(chunk) >= 50_000:
                 out.write(b"".join(chunk))
                 chunk.clear()

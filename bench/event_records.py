@@ -14,15 +14,14 @@ import numpy as np
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
-from tb_health_plugin.tfrecord import frame as record  # one TFRecord, framed as TensorBoard's writer does
-from tb_health_plugin.tfrecord import masked_crc  # noqa: F401 - the tests frame damaged records with it
+from tb_health_plugin.tfrecord import frame  # one TFRecord, framed as TensorBoard's writer does
 
 WALL_START = 1.767e9
 FLUSH_EVERY = 100_000  # records buffered before a write
 
 
 def file_version_record() -> bytes:
-    return record(Event(wall_time=WALL_START, file_version="brain.Event:2").SerializeToString())
+    return frame(Event(wall_time=WALL_START, file_version="brain.Event:2").SerializeToString())
 
 
 def write_scalar_events(path: Path, steps: np.ndarray, series: dict[str, np.ndarray], append: bool = False,
@@ -36,7 +35,7 @@ def write_scalar_events(path: Path, steps: np.ndarray, series: dict[str, np.ndar
             groups = [[value] for value in values] if one_tag_per_event else [values]
             for group in groups:
                 event = Event(wall_time=WALL_START + step, step=step, summary=Summary(value=group))
-                chunk.append(record(event.SerializeToString()))
+                chunk.append(frame(event.SerializeToString()))
             if len(chunk) >= FLUSH_EVERY:
                 out.write(b"".join(chunk))
                 chunk.clear()

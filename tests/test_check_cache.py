@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.event_records import masked_crc, record
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.cli import main
 from tb_health_plugin.readers import logdir_reader
+from tb_health_plugin.tfrecord import frame, masked_crc
 from tests.readers_fixtures import event, legacy_histogram_value, scalar_value, tensor_value, write_events
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def scalar_events(steps, seed: int = 0, tags=("train/loss", "train/lr")) -> list
 
 def append_events(path: Path, events) -> None:
     with open(path, "ab") as out:
-        out.write(b"".join(record(e.SerializeToString()) for e in events))
+        out.write(b"".join(frame(e.SerializeToString()) for e in events))
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_new_and_deleted_runs(logdir, tmp_path, capsys):
 def test_a_live_writers_unfinished_record_waits_and_is_read_once_complete(logdir, tmp_path, capsys):
     cache = tmp_path / "cache"
     path = event_file(logdir / "plain")
-    tail = record(scalar_events([POINTS * 10 + 10], seed=9, tags=("train/loss",))[0].SerializeToString())
+    tail = frame(scalar_events([POINTS * 10 + 10], seed=9, tags=("train/loss",))[0].SerializeToString())
     with open(path, "ab") as out:
         out.write(tail[:10])  # a writer is half-way through its next record
     assert_cache_agrees(capsys, logdir, cache)

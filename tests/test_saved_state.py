@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.event_records import record
 from tb_health_plugin.readers import saved_state
 from tb_health_plugin.readers.discovery import EventFile
 from tb_health_plugin.readers.logdir_reader import FileState, LogdirReader, RunState
 from tb_health_plugin.readers.tfevents import TfeventsDecoder
+from tb_health_plugin.tfrecord import frame
 from tests.readers_fixtures import event, legacy_histogram_value, scalar_value, tensor_value, write_events
 
 
@@ -52,7 +52,7 @@ def test_a_state_read_back_continues_as_the_reader_that_saved_it(tmp_path: Path)
     assert {p: vars(f) for p, f in restored.files.items()} == {p: vars(f) for p, f in state.files.items()}
 
     with open(path, "ab") as out:  # the file grows: both readers read the same new bytes
-        out.write(b"".join(record(e.SerializeToString()) for e in _events(range(51, 81))))
+        out.write(b"".join(frame(e.SerializeToString()) for e in _events(range(51, 81))))
     fresh = LogdirReader(logdir)
     fresh.take_saved_states({"run": restored})
     reader.refresh()

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.event_records import record
 from tb_health_plugin.analysis import engine
 from tb_health_plugin.readers import logdir_reader
 from tb_health_plugin.service import HealthService
+from tb_health_plugin.tfrecord import frame
 from tests.readers_fixtures import event, scalar_value, write_events
 
 POINTS = 300
@@ -52,7 +52,7 @@ def test_a_grown_rank_reruns_only_its_own_checks_and_reports_match_a_fresh_servi
     size = files[1].stat().st_size
     with open(files[1], "ab") as out:
         more = np.arange(POINTS + 1, POINTS + 4) * 10
-        out.write(b"".join(record(e.SerializeToString()) for e in loss_events(more, 1)))
+        out.write(b"".join(frame(e.SerializeToString()) for e in loss_events(more, 1)))
     after = analysed_now(service)
     assert reads == [(str(files[1]), size)]
     assert checked == ["job/rank_1"]

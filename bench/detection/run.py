@@ -306,10 +306,11 @@ def print_spike_events_by_family(cases: list[Case], predictions: Predictions, in
     print("\ntb-health spike events by family (labelled, found, matched, precision, recall, F1)")
     groups = [(family, [c for c in cases if c.family == family]) for family in sorted({c.family for c in cases})]
     zoo = [c for c in cases if c.family == "zoo"]
-    for low, high in NOISE_BANDS if zoo else ():
-        band = [c for c in zoo if c.noise is not None and low <= c.noise < high]
-        groups.append((f"zoo sd {low:g}-{high:g}".replace("-inf", "+"), band))
-    if zoo:  # too few finite positive steps to tell (mostly runs that went NaN)
+    if zoo:
+        for low, high in NOISE_BANDS:
+            band = [c for c in zoo if c.noise is not None and low <= c.noise < high]
+            groups.append((f"zoo sd {low:g}-{high:g}".replace("-inf", "+"), band))
+        # too few finite positive steps to tell (mostly runs that went NaN)
         groups.append(("zoo sd unknown", [c for c in zoo if c.noise is None]))
     for name, members in groups:
         labelled = sum(len(c.expected.get("loss_spike", [])) for c in members)

@@ -165,6 +165,7 @@ import numpy as np
 from scipy import stats
 from scipy.stats import mannwhitneyu
 
+from tb_health_plugin.analysis.detectors.robust import robust_sigma
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 
 SMOOTH_MIN = 5
@@ -222,7 +223,7 @@ NOISE_MIN_STEPS = 60
 
 
 def log_noise(loss: np.ndarray) -> float | None:
-    """The run's per-step noise: the robust sd (1.4826 MAD) of the log-loss around its centred
+    """The run's per-step noise: the robust sd (`robust.robust_sigma`) of the log-loss around its centred
     running median over `NOISE_WINDOW` steps, after the first tenth of the run (the fast early
     fall is not noise); None with fewer than `NOISE_MIN_STEPS` finite positive steps. Not a
     label: the benchmark reports the zoo's spike events by it, because rule 6 is a rarity rule
@@ -231,8 +232,8 @@ def log_noise(loss: np.ndarray) -> float | None:
     if usable.sum() < NOISE_MIN_STEPS:
         return None
     y = np.log(loss[usable])
-    residual = (y - running_median(y, NOISE_WINDOW))[y.size // 10:]
-    return float(1.4826 * np.median(np.abs(residual)))
+    return robust_sigma((y - running_median(y, NOISE_WINDOW))[y.size // 10:])
+
 
 def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
               step_time: np.ndarray | None = None, lr: np.ndarray | None = None,
