@@ -30,8 +30,8 @@ module (`analysis/kinds/`) names the function below that diagnoses it. The cause
 * divergence or non-finite values after exploding gradients: the explosion.
 * exploding gradients: at a learning-rate rise, or as the rate reaches its warm-up peak: the
   rate at `PEAK_SHARE` (90%) of its peak or more, and the rise starting within the run's first
-  transient (`schedule.DEFAULT_WARMUP_SHARE`, a tenth of the steps the rate's log covers, plus
-  one logging interval) after the rate first got there. A rate that has been at its peak for
+  transient (`schedule.default_warmup_end`: a tenth of the steps the rate's log covers, plus one
+  logging interval) after the rate first got there. A rate that has been at its peak for
   most of the run is no news at the step the norm rose: a constant rate of 0.13 whose layer-0
   norm rose 19,000x at step 370 of 438 was said to have blown up "as the rate reached its peak",
   which it reached at step 1. Such a rise gets no cause line rather than a wrong one.
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.schedule import DEFAULT_WARMUP_SHARE
+from tb_health_plugin.analysis.detectors.schedule import default_warmup_end
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import ScalarSeries
@@ -290,7 +290,7 @@ def _exploding_cause(signals, findings, start) -> tuple[str | None, dict]:
     if share < PEAK_SHARE:
         return None, {}
     reached = int(lr.steps[np.argmax(lr.values >= PEAK_SHARE * peak)])  # first there (NaN compares False)
-    transient = DEFAULT_WARMUP_SHARE * float(lr.steps[-1] - lr.steps[0]) + _gap(lr)
+    transient = default_warmup_end(lr.steps) - int(lr.steps[0]) + _gap(lr)  # the detectors' first tenth
     if start - reached > transient:
         return None, {}
     return "lr_peak", {"lr": float(lr.values[position]), "lr_peak": peak}
