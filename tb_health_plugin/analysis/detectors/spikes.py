@@ -77,8 +77,14 @@ this run shows it), never against the mean loss.
 8. An excursion is its core: the stretch of largest sum of z - k within the flagged
    points, k half the mean of its upper half (the CUSUM reference value for the lift the
    excursion shows), so the scans' windows do not stretch it over ordinary points. Its step is
-   the core's first point. An excursion that peaks less than 10% above the trend
-   (`MIN_SPIKE_LOG`) is not reported: low-noise logs resolve harmless wiggles. One longer than
+   the core's first point. An excursion that peaks less than 20% above the trend
+   (`MIN_SPIKE_LOG`) is not reported, whatever its significance: low-noise logs resolve
+   harmless wiggles, and epoch boundaries and data-mixture changes move a loss by that much
+   for a few points (the divergence detector's `MIN_RISE` is the same 20%, for the same
+   reason). The smallest spikes worth a warning that this project knows of lift interval
+   means by 35% (issue 14's Hugging Face-style logs; the zoo's label asks as much of a mean).
+   With 10% the only excursions found between 10% and 20% on the labelled benchmark were false
+   ones. One longer than
    `MAX_WIDTH_POINTS` = 8 or still open at the end of the run is not a spike here (the
    divergence detector owns it). Excursions that start during warm-up are `info` only.
 9. An excursion next to a non-finite point (the logged point just before or after one of its
@@ -122,9 +128,10 @@ WIDTHS = (1, 2, 3, 5, 8)  # Fisher-scan windows: about doubling, up to MAX_WIDTH
 TREND_WINDOW = 4 * MAX_WIDTH_POINTS + 1
 NOISE_WINDOW = 8 * TREND_WINDOW
 MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
-# Smallest jump worth a warning, whatever the noise: a loss 10% above its trend for a few points
-# costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles.
-MIN_SPIKE_LOG = float(np.log(1.1))
+# Smallest jump worth a warning, whatever the noise: a loss 20% above its trend for a few points
+# costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles
+# (module doc, step 8).
+MIN_SPIKE_LOG = float(np.log(1.2))
 # A jump this large above the trend is a spike whatever the fitted tail says (step 7).
 GROSS_SPIKE_LOG = float(np.log(4.0))
 GROSS_SPIKE_WINDOW_P = 1e-3  # ... and their window must be a 0.1%-tail event under the fit
