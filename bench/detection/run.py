@@ -34,7 +34,7 @@ import pkgutil
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,16 +305,15 @@ def print_said_once(cases: list[Case], predictions: Predictions) -> None:
     the labels count under two kinds (a NaN episode and the finite blow-up around it) and the
     report under one (`analysis/same_event.py`). Counted as missed by every figure; printed so
     a reader can tell this convention from a blind spot."""
-    missed: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    missed, said = Counter(), Counter()
     for case in cases:
         found = case.scored(predictions.kinds(case.name))
         for kind in case.scored(set(case.expected)) - found:
-            missed[kind][0] += 1
-            missed[kind][1] += kind in predictions.part_of.get(case.name, set())
-    named = {kind: counts for kind, counts in missed.items() if counts[1]}
-    if named:
+            missed[kind] += 1
+            said[kind] += kind in predictions.part_of.get(case.name, set())
+    if +said:  # the kinds with a count above zero
         print("  missed but reported as part of another alarm (one event, one alarm): " + ", ".join(
-            f"{kind} {said} of {total}" for kind, (total, said) in sorted(named.items())))
+            f"{kind} {said[kind]} of {missed[kind]}" for kind in sorted(+said)))
 
 
 NOISE_BANDS = ((0.0, 0.2), (0.2, 0.8), (0.8, np.inf))  # zoo runs by per-step log-noise sd

@@ -167,6 +167,7 @@ from scipy.stats import mannwhitneyu
 
 from tb_health_plugin.analysis.detectors.robust import robust_sigma
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
+from tb_health_plugin.analysis.detectors.spikes import TREND_WINDOW
 
 SMOOTH_MIN = 5
 SMOOTH_DIVISOR = 50
@@ -218,7 +219,7 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
             return np.nanmedian(windows, axis=1)
 
 
-NOISE_WINDOW = 33  # the spike detector's trend window, in steps here
+NOISE_WINDOW = TREND_WINDOW  # the spike detector's trend window, in steps here
 NOISE_MIN_STEPS = 60
 
 

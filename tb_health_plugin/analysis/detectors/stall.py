@@ -32,9 +32,9 @@ Method (tests of the log-loss's change against the run's own earlier progress):
    batch cannot set it) and the first one: the first loss is computed before any update, the
    untrained model's, and a run whose first updates blew up (2.1, then Inf and 10-28) and
    then sat at chance level learned nothing, though its first points' median put chance at a
-   fifth of its "start". A loss that reaches exactly zero is compared in its own units
-   (`_halved`): its log is shifted (`robust.log_loss`), where "half" means nothing. Half the
-   start is far from where any trained model ends (a
+   fifth of its "start". A loss that never goes below zero is compared in its own units
+   (`_halved`): the log of one that touches zero is shifted (`robust.log_loss`), where "half"
+   means nothing. Half the start is far from where any trained model ends (a
    classifier's cross-entropy over C classes starts near ln C and a trained one ends well
    under half of it; a language model's falls from ~10 to 2-3).
    The line and its standard error (from Sen's confidence interval) estimate a quantity that
@@ -183,15 +183,16 @@ def _stuck_from_start(steps: np.ndarray, x: np.ndarray, y: np.ndarray, d0: int, 
 def _halved(y: np.ndarray, d0: int, d1: int, values: np.ndarray) -> bool:
     """Whether the domain's last tenth stands at `NOT_HALVED_SHARE` of the start or below.
 
-    On the log of the loss (`y`), where the log is the loss's own. A loss that reaches exactly
-    zero and never goes below (a float16 or float32 classifier whose every batch is fit) has a
-    shifted log (`robust.log_loss`), in which "half the start" means nothing: a run from 2.07
-    down to 0.0 stood, shifted by the values' spread of 2.2, at 0.52 of its start in the log's
-    units and was called stuck from the start, its plateau "0.0" (zoo_seen_069). Such a loss is
-    judged in its own units, the same statistic (medians, the same start) the zoo's rule 5 uses.
+    "Half the start" is a ratio of losses, so a loss that never goes below zero is judged in its
+    own units: the same statistic (medians, the same start) the zoo's rule 5 uses. For a positive
+    loss that is the test on its log; for one that reaches exactly zero (a float16 or float32
+    classifier whose every batch is fit) the log is shifted (`robust.log_loss`), in which half
+    means nothing: a run from 2.07 down to 0.0 stood, shifted by the values' spread of 2.2, at
+    0.52 of its start and was called stuck from the start, its plateau "0.0" (zoo_seen_069). Only
+    a loss that goes below zero, where no ratio has a meaning, is judged on its shifted log.
     """
     tail = slice(d1 - max(1, (d1 - d0) // 10), d1)
-    if float(values.min()) == 0.0:
+    if float(values.min()) >= 0.0:
         return float(np.median(values[tail])) <= NOT_HALVED_SHARE * start_level(values)
     return float(np.median(y[tail])) <= start_level(y) + np.log(NOT_HALVED_SHARE)
 
