@@ -105,13 +105,18 @@ def frozen(pid: int) -> Iterator[None]:
 
 
 def append_loss(run_dir: Path, steps: np.ndarray, values: np.ndarray) -> None:
-    """Legacy scalar events appended as a second event file of the run (TFRecord framing)."""
+    """Legacy scalar events appended as a second event file of the run (TFRecord framing).
+
+    Written whole under another name and renamed, so the worker sees the file in one piece: the
+    tests here are about one append, not about a file read while it is being written."""
     parts = []
     for step, value in zip(steps.tolist(), values.tolist(), strict=True):
         summary = Summary(value=[Summary.Value(tag="train/loss", simple_value=value)])
         payload = Event(wall_time=WALL_TIME_START + step, step=step, summary=summary).SerializeToString()
         parts.append(frame(payload))
-    (run_dir / "events.out.tfevents.1767000999.appended").write_bytes(b"".join(parts))
+    partial = run_dir / "appending.tmp"
+    partial.write_bytes(b"".join(parts))
+    os.replace(partial, run_dir / "events.out.tfevents.1767000999.appended")
 
 
 def small_logs(root: Path) -> Path:
