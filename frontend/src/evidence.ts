@@ -39,6 +39,8 @@ export const FIELDS: Record<string, Field> = {
   excess_log: F('Excess over the trend', '超出趋势', 'logratio'),
   excess_z: F('Excess (z-score)', '超出量（z 分数）', 'sigma'),
   factor: F('Factor', '倍数', 'factor'),
+  first_finite_grad_norm: F('First finite gradient norm', '首个有限梯度范数'),
+  first_finite_grad_norm_step: F('Step of that gradient norm', '该梯度范数所在步', 'step'),
   first_rise_step: F('First rise at step', '首次上升步', 'step'),
   first_step: F('First step', '起始步', 'step'),
   floor: F('Floor', '下限'),

@@ -119,7 +119,7 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
     loss = signals.loss
     window_min = signals.loss_min.values if signals.loss_min is not None and len(signals.loss_min) else None
     found = loss_divergence(loss.steps, loss.values, signals.tag("loss"), schedule, window_min=window_min)
-    divergence = [f for f in found if f.kind == "divergence"]
+    divergence = [_blew_up_in_first_interval(f, signals) for f in found if f.kind == "divergence"]
     if not divergence and (climb := climbed_back(loss.steps, loss.values, signals.tag("loss"))) is not None:
         divergence = [climb]
     spikes = _merge_spikes([f for f in found if f.kind == "loss_spike"], check_spikes(signals), loss.steps)
@@ -129,6 +129,25 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
             spikes = [f for f in spikes if f.step < onset]
         return divergence + spikes
     return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+
+
+def _blew_up_in_first_interval(finding: Event, signals: RunSignals) -> Event:
+    """A loss never logged finite whose gradient norm was logged finite at or before the loss's
+    first point: the forward and backward passes computed finite values from the data and the
+    initialisation, so the run started finite and blew up within the first logging interval (a
+    Trainer logging every 20th step at a learning rate of 4: loss Inf at step 20, gradient norm
+    1.7e12 there, NaN after). The advice is then the learning rate's, not "check the inputs"."""
+    if finding.message != "divergence.nonfinite.never_finite" or signals.grad_norm is None:
+        return finding
+    first_loss_step = finding.evidence["nonfinite_from_step"]
+    grad = signals.grad_norm
+    finite = np.isfinite(grad.values) & (grad.steps <= first_loss_step)
+    if not finite.any():
+        return finding
+    at = int(np.flatnonzero(finite)[-1])
+    evidence = dict(finding.evidence, first_finite_grad_norm=float(grad.values[at]),
+                    first_finite_grad_norm_step=int(grad.steps[at]))
+    return replace(finding, message="divergence.nonfinite.first_interval", evidence=evidence)
 
 
 def _merge_spikes(long_spikes: list[Event], spikes: list[Event], steps: np.ndarray) -> list[Event]:

@@ -14,6 +14,7 @@ KIND = register(
             "divergence.start.at_step",
             "divergence.start.window_min",
             "divergence.nonfinite.never_finite",
+            "divergence.nonfinite.first_interval",
             "divergence.far_above",
             "divergence.far_above.restart",
             "divergence.far_above.from_init",
