@@ -48,6 +48,7 @@ CAUSES = (
     "data",
     "backward_overflow",
     "forward_nonfinite",
+    "finite_blow_up",
     "lr_peak",
     "lr_at_floor",
     "dead_gradients",

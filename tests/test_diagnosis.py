@@ -206,3 +206,23 @@ def test_a_late_blow_up_under_a_rate_long_at_its_peak_gets_no_peak_cause():
     assert "cause" not in late.evidence
     warm_up = np.minimum(1.0, (STEPS + 10) / 300.0) * 0.1
     assert "cause" not in exploding_at(int(STEPS[int(0.6 * N)]), warm_up).evidence
+
+
+def test_a_loss_that_rose_far_with_finite_values_before_turning_inf_blew_up_from_its_updates():
+    """zoo_seen3_059, a Transformer at a learning rate of 0.5 logged every step: 2.03 at step 1,
+    20.3 at step 2 (the gradient norm 0.69 -> 83), Inf at steps 3-43 with finite gradient norms,
+    then finite again and back near its start by step 200. The non-finite finding carries the
+    alarm (the finite rise around it is said once, `part_of`), and its cause must not be "the
+    forward pass or the inputs": the loss was already ten times its start before any Inf."""
+    steps = np.arange(1, 201)
+    loss = np.concatenate([[2.03, 20.3], np.full(41, np.inf), 25.0 * np.exp(-np.arange(157) / 30.0) + 2.3])
+    grad = np.concatenate([[0.69, 83.2], np.full(41, 25.0), 12.0 * np.exp(-np.arange(157) / 40.0) + 3.0])
+    run = RunData("run", scalars={"train/loss": ScalarSeries.from_lists(steps, loss),
+                                  "train/grad_norm": ScalarSeries.from_lists(steps, grad)})
+    report = analyze_runs([run])[0]
+    by_kind = {(f["kind"], f["tag"]): f for f in report["findings"]}
+    rise, nonfinite = by_kind["divergence", "train/loss"], by_kind["nonfinite", "train/loss"]
+    assert rise["evidence"]["part_of"] == "nonfinite" and rise["step"] == 2
+    assert nonfinite["severity"] == "critical" and nonfinite["evidence"]["cause"] == "finite_blow_up"
+    assert nonfinite["evidence"]["related"]["rise_onset_step"] == 2
+    assert "check that step's inputs" not in nonfinite["message"] and "lower learning rate" in nonfinite["message"]

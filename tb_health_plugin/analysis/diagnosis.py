@@ -103,7 +103,24 @@ def nonfinite_cause(finding: Event, findings: list[Event], signals: RunSignals) 
     first = _exploded_first(finding, findings, signals)
     if first is not None:
         return "exploding_gradients", {"exploding_from_step": first, **_nonfinite_cause(signals)[1]}
-    return _nonfinite_cause(signals)
+    cause, related = _nonfinite_cause(signals)
+    rise = _finite_rise_before(finding, findings)
+    if cause == "forward_nonfinite" and rise is not None:
+        return "finite_blow_up", {**related, "rise_onset_step": rise.step}
+    return cause, related
+
+
+def _finite_rise_before(finding: Event, findings: list[Event]) -> Event | None:
+    """A divergence of the loss that began before this non-finite finding and was still going
+    on at its step (said once or not): the loss had already risen far above where it started,
+    with finite values, so the weights were blowing up and the NaN/Inf is where that ended, not
+    a fault of the inputs (zoo_seen3_059: a Transformer at a learning rate of 0.5, 2.0 at step 1,
+    29 at step 2, Inf from step 3; "check the inputs" sent the user the wrong way)."""
+    for other in findings:
+        if other.kind == "divergence" and other.tag == finding.tag and other.step < finding.step \
+                and (other.end_step is None or other.end_step >= finding.step):
+            return other
+    return None
 
 
 def divergence_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:

@@ -22,7 +22,7 @@ KIND = register(
             "series.evaluation_loss",
             "series.learning_rate",
         ),
-        causes=("exploding_gradients", "backward_overflow", "forward_nonfinite"),
+        causes=("exploding_gradients", "backward_overflow", "forward_nonfinite", "finite_blow_up"),
         run_checks=(check_nonfinite,),
         diagnose=diagnosis.nonfinite_cause,
     )
