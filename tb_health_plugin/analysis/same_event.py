@@ -15,7 +15,10 @@ with `part_of` naming the finding that carries the alarm (and the cause and the 
   before it, lower the rate or the loss scale); a second alarm for the finite edges of the same
   blow-up would repeat it (issue 14: findings about one event must not repeat each other). A
   rise that does not end is the opposite case: there the non-finite end is part of the
-  divergence (`checks/loss.py`).
+  divergence (`checks/loss.py`). The non-finite finding's advice then restarts before the rise,
+  not merely before the first NaN/Inf: the last finite point before an overflow is often the
+  blow-up itself (zoo_seen3_059: 2.0 at step 1, 20 at step 2, Inf from step 3; "restart at or
+  before step 2" named the first bad step).
 """
 
 from __future__ import annotations
@@ -33,12 +36,22 @@ def said_once(findings: list[Event]) -> list[Event]:
     if not vanishing and not nonfinite:
         return findings
     out = []
+    restart_before: dict[int, int] = {}  # a non-finite finding's index in `nonfinite` -> a rise's last healthy step
     for finding in findings:
+        holder = _edges_of_nonfinite(finding, nonfinite)
         if _stopped_by_vanishing(finding, vanishing):
             finding = _part_of(finding, "vanishing_gradients")
-        elif _edges_of_nonfinite(finding, nonfinite):
+        elif holder is not None:
             finding = _part_of(finding, "nonfinite")
+            healthy = finding.evidence.get("last_healthy_step")
+            if healthy is not None:
+                restart_before[holder] = min(int(healthy), restart_before.get(holder, int(healthy)))
         out.append(finding)
+    for holder, healthy in restart_before.items():
+        held = nonfinite[holder]
+        if held.args.get("restart_step", healthy) > healthy:
+            position = next(i for i, f in enumerate(out) if f is held)
+            out[position] = replace(held, args={**held.args, "restart_step": healthy})
     return out
 
 
@@ -54,9 +67,12 @@ def _stopped_by_vanishing(finding: Event, vanishing: list[Event]) -> bool:
     return any(v.step <= end for v in vanishing)
 
 
-def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> bool:
-    """A recovered rise of the loss that holds a whole, ended non-finite episode."""
+def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> int | None:
+    """The index in `nonfinite` of the whole, ended non-finite episode that a recovered rise of
+    the loss holds, if it holds one."""
     if finding.kind != "divergence" or finding.severity == "info" or finding.end_step is None:
-        return False
-    return any(finding.step <= n.step and n.end_step is not None and n.end_step <= finding.end_step
-               for n in nonfinite)
+        return None
+    for index, n in enumerate(nonfinite):
+        if finding.step <= n.step and n.end_step is not None and n.end_step <= finding.end_step:
+            return index
+    return None
