@@ -458,3 +458,22 @@ def test_a_loss_that_reached_exactly_zero_is_not_stuck_from_the_start():
     stuck = np.where(FIT_TO_ZERO_LOSS == 0.0, 1.9 * np.exp(0.01 * np.sin(FIT_TO_ZERO_STEPS)), FIT_TO_ZERO_LOSS)
     stuck[stuck < 1e-3] = 1.9
     assert [f.kind for f in stalled_convergence(FIT_TO_ZERO_STEPS, stuck, "loss", schedule)] == ["stalled_convergence"]
+
+
+def test_a_spike_s_baseline_is_its_trend_in_loss_units_even_in_a_steep_descent():
+    """The evidence's `baseline` is the local trend at the peak (peak / baseline = the ratio the
+    message names). It was the median of the points before the excursion, which in a steep
+    descent stood above the peak itself (5 of 319 spike findings on the benchmark)."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(1, 401)
+    loss = 50.0 * np.exp(-steps / 25.0) + 0.2
+    loss *= np.exp(0.02 * rng.standard_normal(steps.size))
+    loss[60:62] *= 3.0  # a spike early in the descent
+    found = [f for f in loss_spikes(steps, loss, "loss", infer_schedule(steps)) if f.evidence["peak_step"] in (61, 62)]
+    assert len(found) == 1
+    evidence = found[0].evidence
+    assert evidence["baseline"] < evidence["peak_value"]
+    assert evidence["peak_value"] / evidence["baseline"] == pytest.approx(evidence["ratio_to_trend"], rel=1e-9)
+    shifted = loss - 0.2 - 1.0  # reaches below zero: log_loss shifts it, the baseline stays in loss units
+    found = [f for f in loss_spikes(steps, shifted, "loss", infer_schedule(steps)) if f.evidence["peak_step"] in (61, 62)]
+    assert len(found) == 1 and shifted.min() < found[0].evidence["baseline"] < found[0].evidence["peak_value"]

@@ -40,15 +40,26 @@ def log_loss(values: np.ndarray) -> np.ndarray:
     relative size of jumps near the lowest value the run reached.
     """
     values = np.asarray(values, dtype=np.float64)
+    shift = log_shift(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(values) if shift is None else np.log(values - shift[0] + shift[1])
+
+
+def loss_units(levels: np.ndarray | float, shift: tuple[float, float] | None) -> np.ndarray | float:
+    """Levels of `log_loss` (a trend, a threshold) back in the units of the loss (`shift`:
+    `log_shift` of the same values)."""
+    return np.exp(levels) if shift is None else np.exp(levels) + shift[0] - shift[1]
+
+
+def log_shift(values: np.ndarray) -> tuple[float, float] | None:
+    """`log_loss`'s shift: None for positive losses, else (the minimum, the spread)."""
+    values = np.asarray(values, dtype=np.float64)
     is_finite = np.isfinite(values)
     if float(np.min(values, where=is_finite, initial=np.inf)) > 0:  # all positive, or none finite
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(values)
+        return None
     finite = values[is_finite]
     q25, q75 = np.percentile(finite, [25, 75])
-    spread = (q75 - q25) or float(np.abs(finite).max()) or 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(values - finite.min() + spread)
+    return float(finite.min()), float((q75 - q25) or float(np.abs(finite).max()) or 1.0)
 
 
 def odd_window(points: int, minimum: int = 3) -> int:

@@ -114,6 +114,8 @@ from tb_health_plugin.analysis.detectors.robust import (
     cumulative_sum,
     fit_noise_tail,
     log_loss,
+    log_shift,
+    loss_units,
     map_blocks,
     robust_lag1_autocorrelation,
     rolling_median,
@@ -416,6 +418,7 @@ def loss_spikes(
     if not excursions:
         return []
     findings = []
+    shift = log_shift(values)
     for first, end in excursions:
         start, stop = _core(z, first, end)
         width = stop - start
@@ -425,8 +428,7 @@ def loss_spikes(
         peak = start + int(np.argmax(z[start:stop]))
         if y[peak] - trend[peak] < MIN_SPIKE_LOG:
             continue
-        before = values[max(0, start - TREND_WINDOW // 2) : start]
-        baseline = float(np.median(before)) if before.size else float(np.exp(trend[peak]))
+        baseline = float(loss_units(trend[peak], shift))  # the local trend at the peak, in loss units
         ratio = float(np.exp(y[peak] - trend[peak]))
         in_warmup = bool(warm[start])
         restart = int(steps[start - 1]) if start > 0 else None
