@@ -198,3 +198,24 @@ def test_the_per_step_log_noise_is_the_spread_around_the_trend_not_the_trend():
         assert abs(noise - sd) < 0.15 * sd
     assert zoo_labels.log_noise(2.0 * trend) < 1e-3
     assert zoo_labels.log_noise(np.where(np.arange(400) < 50, 2.0, np.nan)) is None  # NaN after 50 steps
+
+
+def test_an_exploding_norm_is_labelled_only_when_the_logs_show_where_it_started():
+    """Rule 3, as rule 2 for the loss: a log whose first gradient norm is already 100x up (or not
+    finite) shows no start to rise from (zoo_seen3_027: every 20th step, 1.7e12 at step 20)."""
+    grad = np.concatenate([np.full(15, 0.5), np.full(25, 1e12), np.full(260, np.nan)])
+    steps = np.arange(grad.size)
+    every_fifth, every_twentieth = steps % 5 == 4, steps % 20 == 19
+    assert zoo_labels.exploding_step(grad, 6, shown=every_fifth) == 15
+    assert zoo_labels.exploding_step(grad, 6, shown=every_twentieth) is None
+    assert zoo_labels.exploding_step(grad, 6, shown=every_fifth & (steps >= 20)) is None
+
+
+def test_a_norm_that_rose_only_once_the_loss_was_nan_for_good_is_not_exploding():
+    """zoo_dev_010: the loss Inf/NaN from step 3 to the end, the norm finite and 6000x up from
+    step 3: the run was already lost, so the rise is no cause (the detector's same_event)."""
+    grad = np.concatenate([np.full(20, 0.5), np.full(30, 1e6), np.full(250, np.nan)])
+    loss = np.concatenate([np.full(20, 2.0), np.full(280, np.nan)])
+    assert zoo_labels.exploding_step(grad, 6, loss) is None
+    loss[:25] = 2.0  # finite until after the rise began: the rise came first
+    assert zoo_labels.exploding_step(grad, 6, loss) == 20
