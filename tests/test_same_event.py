@@ -24,18 +24,3 @@ def test_only_a_recovered_rise_that_holds_the_whole_ended_episode_is_part_of_it(
     folded = Event(kind="nonfinite", severity="critical", step=425, tag="loss", message="m",
                    end_step=426, evidence={"part_of": "divergence"})
     assert said_once([_event("divergence", "warning", 417, 457), folded])[0].severity == "warning"
-
-
-def test_gradients_that_exploded_only_once_the_loss_was_nan_for_good_are_part_of_its_divergence():
-    """zoo_seen_114, logged every 5th step: the loss NaN from step 165 to the end, one layer's
-    norm huge at step 165. An explosion that began before keeps its alarm (the cause)."""
-    divergence = Event(kind="divergence", severity="critical", step=150, tag="loss", message="m",
-                       evidence={"nonfinite_from_step": 165, "rise_onset_step": 150})
-    at_the_nan = Event(kind="exploding_gradients", severity="warning", step=165, tag="grad_norm/layer_12", message="m")
-    before = Event(kind="exploding_gradients", severity="critical", step=160, tag="grad_norm", message="m")
-    found = said_once([divergence, at_the_nan, before])
-    assert [(f.kind, f.severity, f.evidence.get("part_of")) for f in found] == [
-        ("divergence", "critical", None), ("exploding_gradients", "info", "divergence"),
-        ("exploding_gradients", "critical", None)]
-    # no divergence that ended non-finite: an explosion is its own event
-    assert said_once([at_the_nan])[0].severity == "warning"

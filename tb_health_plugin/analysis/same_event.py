@@ -19,11 +19,6 @@ with `part_of` naming the finding that carries the alarm (and the cause and the 
   not merely before the first NaN/Inf: the last finite point before an overflow is often the
   blow-up itself (zoo_seen3_059: 2.0 at step 1, 20 at step 2, Inf from step 3; "restart at or
   before step 2" named the first bad step).
-* gradients that exploded at or after the step where the loss turned non-finite for good: a
-  cause comes before its effect, so a norm that rose only once the loss was NaN/Inf (one layer's
-  norm huge at the step the loss went NaN, logged every 5th step: zoo_seen_114) is the overflow
-  that ended the divergence, not what started it. The divergence names the gradient blow-up as
-  its cause and carries the alarm; an explosion that began earlier keeps its own.
 """
 
 from __future__ import annotations
@@ -38,9 +33,7 @@ def said_once(findings: list[Event]) -> list[Event]:
     alarms = [f for f in findings if f.severity != "info"]
     vanishing = [f for f in alarms if f.kind == "vanishing_gradients"]
     nonfinite = [f for f in alarms if f.kind == "nonfinite" and "part_of" not in f.evidence]
-    ended_nonfinite = [f.evidence["nonfinite_from_step"] for f in alarms
-                       if f.kind == "divergence" and "nonfinite_from_step" in f.evidence]
-    if not vanishing and not nonfinite and not ended_nonfinite:
+    if not vanishing and not nonfinite:
         return findings
     out = []
     restart_before: dict[int, int] = {}  # a non-finite finding's index in `nonfinite` -> a rise's last healthy step
@@ -48,9 +41,6 @@ def said_once(findings: list[Event]) -> list[Event]:
         holder = _edges_of_nonfinite(finding, nonfinite)
         if _stopped_by_vanishing(finding, vanishing):
             finding = _part_of(finding, "vanishing_gradients")
-        elif finding.kind == "exploding_gradients" and finding.severity != "info" \
-                and any(finding.step >= step for step in ended_nonfinite):
-            finding = _part_of(finding, "divergence")
         elif holder is not None:
             finding = _part_of(finding, "nonfinite")
             healthy = finding.evidence.get("last_healthy_step")
