@@ -55,10 +55,7 @@ Rules, in this order (a run may get several kinds):
    rise nobody logged is no miss, as for spikes. Nor one in a log whose first norm is not
    finite or already stands `EXPLODE_DECADES` up, as rule 2 says of the loss: it shows no start
    to rise from (a Trainer logging every 20th step at a learning rate of 4: 1.7e12 at step 20,
-   NaN after; rule 1 and the divergence report that event). Nor a rise that begins at or after
-   the step from which the loss stays non-finite to the end: a cause comes before its effect,
-   and the run is already lost (the detector's `same_event`: its divergence names the gradient
-   blow-up as the cause). Label: the first step of the rise.
+   NaN after; rule 1 and the divergence report that event). Label: the first step of the rise.
 4. vanishing_gradients: gradients too small to train some of the weights, one kind with
    three named sub-causes (the same the detectors report, and what the "mindspore" family's
    deep sigmoid nets are labelled for):
@@ -466,8 +463,7 @@ def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None
                    shown: np.ndarray | None = None) -> int | None:
     """Rule 3: the first step of the rise, or None (also when `loss` shows the run learned through
     it, when no step the logs carry (`shown`) has a finite norm up by `EXPLODE_DECADES`, or when
-    the first one they carry is not finite or already that far up, or when the rise begins once
-    the loss is non-finite for good)."""
+    the first one they carry is not finite or already that far up)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log10(np.where(np.isfinite(grad) & (grad > 0), grad, np.nan))
     level = running_median(logs, window)
@@ -479,11 +475,6 @@ def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None
     if not above.any():
         return None
     rise = int(np.argmax(above))
-    if loss is not None and not np.isfinite(loss[-1]):
-        finite_loss = np.flatnonzero(np.isfinite(loss))
-        lost_from = int(finite_loss[-1]) + 1 if finite_loss.size else 0  # non-finite from here to the end
-        if rise >= lost_from:
-            return None  # after the loss was lost for good: rule 1's event, not its cause
     end = int(np.flatnonzero(above)[-1]) + 1  # the excursion: to the last step the level stands up
     span = slice(max(0, rise - window // 2), end + window // 2)  # the steps the centred level read
     up = np.isfinite(logs[span]) & (logs[span] - np.median(start) >= EXPLODE_DECADES)
