@@ -225,5 +225,5 @@ def test_a_loss_that_rose_far_with_finite_values_before_turning_inf_blew_up_from
     assert rise["evidence"]["part_of"] == "nonfinite" and rise["step"] == 2
     assert nonfinite["severity"] == "critical" and nonfinite["evidence"]["cause"] == "finite_blow_up"
     assert nonfinite["evidence"]["related"]["rise_onset_step"] == 2
-    assert "check that step's inputs" not in nonfinite["message"] and "lower learning rate" in nonfinite["message"]
+    assert "check that step's inputs" not in nonfinite["message"] and "lower the learning rate" in nonfinite["message"]
     assert "Restart from a checkpoint at or before step 1 " in nonfinite["message"]  # before the rise, not the Inf

@@ -112,10 +112,12 @@ def nonfinite_cause(finding: Event, findings: list[Event], signals: RunSignals) 
 
 def _finite_rise_before(finding: Event, findings: list[Event]) -> Event | None:
     """A divergence of the loss that began before this non-finite finding and was still going
-    on at its step (said once or not): the loss had already risen far above where it started,
-    with finite values, so the weights were blowing up and the NaN/Inf is where that ended, not
-    a fault of the inputs (zoo_seen3_059: a Transformer at a learning rate of 0.5, 2.0 at step 1,
-    29 at step 2, Inf from step 3; "check the inputs" sent the user the wrong way)."""
+    on at its step (said once or not): the loss had already risen far above its earlier level,
+    with finite values, so the weights were damaged before the NaN/Inf (by updates too large, or
+    by a bad batch where the rise began), and "check that step's inputs" points at the wrong
+    step (zoo_seen3_059: a Transformer at a learning rate of 0.5, 2.0 at step 1, 20 at step 2,
+    Inf from step 3; msloss_holdout_corrupt_2: a corrupted batch lifted the loss 89x from step
+    417, another gave Inf at step 425)."""
     for other in findings:
         if other.kind == "divergence" and other.tag == finding.tag and other.step < finding.step \
                 and (other.end_step is None or other.end_step >= finding.step):
