@@ -10,9 +10,6 @@ Method (all on log10 of the norm, so "orders of magnitude" is a difference of le
   post-warm-up level for `sustained_length(n)` points. Measuring against the running minimum
   means norms that start high and settle never alarm, while growth at any later time does.
   Critical when the excess reaches `CRITICAL_EXPLODE_DECADES` (10^4x) or the norm overflows.
-  Each such excursion is judged on its own, in order, by the loss and learning tests below; the
-  first that neither explains is reported (a first one the run learned through no longer hides
-  a later blow-up).
   The reported onset walks back from there while the logged norm is still `ONSET_NOISE_MULTIPLE`
   robust sigmas (1.4826 MAD of the residuals around the level) and at least 2x above the typical
   (median) level before it.
@@ -79,7 +76,6 @@ from tb_health_plugin.analysis.detectors.robust import rolling_median
 from tb_health_plugin.analysis.detectors.robust_levels import (
     first_sustained_run,
     median_window,
-    runs_of_true,
     safe_log10,
     sustained_length,
     warmup_points,
@@ -187,17 +183,9 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> _Found | N
         return None
     baseline = np.fmin.accumulate(post)  # running minimum, NaN-skipping
     excess = level[warm:] - baseline
-    for run in runs_of_true(excess >= EXPLODE_DECADES):
-        if run[1] - run[0] >= sustained_length(n):
-            found = _growth_run(run, values, loss, logs, level, warm, post, baseline, excess, finite_level)
-            if found is not None:
-                return found
-    return None
-
-
-def _growth_run(run, values, loss, logs, level, warm, post, baseline, excess, finite_level) -> _Found | None:
-    """One sustained excursion of the level: exploding, or explained by the loss or by learning."""
-    n = values.size
+    run = first_sustained_run(excess >= EXPLODE_DECADES, sustained_length(n))
+    if run is None:
+        return None
     start, stop = run[0] + warm, run[1] + warm
     base = float(baseline[run[0]])
     base_index = warm + int(np.nanargmin(post[: run[0] + 1]))
