@@ -36,23 +36,14 @@ def said_once(findings: list[Event]) -> list[Event]:
     if not vanishing and not nonfinite:
         return findings
     out = []
-    restart_before: dict[int, int] = {}  # a non-finite finding's index in `nonfinite` -> a rise's last healthy step
     for finding in findings:
-        holder = _edges_of_nonfinite(finding, nonfinite)
         if _stopped_by_vanishing(finding, vanishing):
             finding = _part_of(finding, "vanishing_gradients")
-        elif holder is not None:
+        elif _edges_of_nonfinite(finding, nonfinite):
             finding = _part_of(finding, "nonfinite")
-            healthy = finding.evidence.get("last_healthy_step")
-            if healthy is not None:
-                restart_before[holder] = min(int(healthy), restart_before.get(holder, int(healthy)))
         out.append(finding)
-    for holder, healthy in restart_before.items():
-        held = nonfinite[holder]
-        if held.args.get("restart_step", healthy) > healthy:
-            position = next(i for i, f in enumerate(out) if f is held)
-            out[position] = replace(held, args={**held.args, "restart_step": healthy})
-    return out
+    folded_rises = [f for f in out if f.kind == "divergence" and f.evidence.get("part_of") == "nonfinite"]
+    return [_restart_before_rises(f, folded_rises) if any(f is n for n in nonfinite) else f for f in out]
 
 
 def _part_of(finding: Event, kind: str) -> Event:
@@ -67,12 +58,22 @@ def _stopped_by_vanishing(finding: Event, vanishing: list[Event]) -> bool:
     return any(v.step <= end for v in vanishing)
 
 
-def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> int | None:
-    """The index in `nonfinite` of the whole, ended non-finite episode that a recovered rise of
-    the loss holds, if it holds one."""
+def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> bool:
+    """A recovered rise of the loss that holds a whole, ended non-finite episode."""
     if finding.kind != "divergence" or finding.severity == "info" or finding.end_step is None:
-        return None
-    for index, n in enumerate(nonfinite):
-        if finding.step <= n.step and n.end_step is not None and n.end_step <= finding.end_step:
-            return index
-    return None
+        return False
+    return any(_holds(finding, n) for n in nonfinite)
+
+
+def _holds(rise: Event, episode: Event) -> bool:
+    return rise.step <= episode.step and episode.end_step is not None and episode.end_step <= rise.end_step
+
+
+def _restart_before_rises(episode: Event, folded_rises: list[Event]) -> Event:
+    """The non-finite alarm whose advice restarts before the rises said as part of it (module doc)."""
+    healthy = [r.evidence["last_healthy_step"] for r in folded_rises
+               if _holds(r, episode) and r.evidence.get("last_healthy_step") is not None]
+    restart = episode.args.get("restart_step")
+    if not healthy or restart is None or min(healthy) >= restart:
+        return episode
+    return replace(episode, args={**episode.args, "restart_step": int(min(healthy))})
