@@ -63,7 +63,6 @@ export const FIELDS: Record<string, Field> = {
   median_step_time_ms: F("This rank's median step time", '该进程的单步耗时中位数', 'ms'),
   monitored: F('Parameters monitored', '监控的参数数', 'count'),
   noise_sigma_log: F('Noise level', '噪声水平', 'logratio'),
-  noise_tail_by_ranks: F('Noise judged by ranks (no Student-t fits it)', '按秩判断噪声（没有 Student-t 能拟合）', 'bool'),
   noise_tail_nu: F('Noise tail (Student-t ν)', '噪声尾部（Student-t ν）'),
   nonfinite_from_step: F('Non-finite from step', '非有限值起始步', 'step'),
   nonfinite_points: F('Non-finite points', '非有限值点数', 'count'),

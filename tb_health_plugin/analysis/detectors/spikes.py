@@ -41,21 +41,6 @@ this run shows it), never against the mean loss.
    `ALPHA` * `FISHER_SHARE` / (n * len(`WIDTHS`)) (Fisher's method; Bonferroni over all windows
    of the run). Autocorrelated residuals (lag-1 rho) count as w (1 - rho) / (1 + rho)
    independent points (Brown's correction).
-   The fit is checked before it is used: no Student-t holds a run whose loss is about zero on
-   most batches and 1-5 on one in four (a float16 classifier whose logits saturate), and under
-   the heaviest, Cauchy, each of its hard batches is a spike. Under the fitted tail, the number
-   of separate stretches of points above its `TAIL_CHECK_P` = 1% level is about Binomial(n,
-   1%); a count it reaches with probability under `TAIL_REJECT_P` = 1e-4 rejects the fit, and
-   each point's tail probability is then its rank among the run's settled points (a conformal
-   p-value, (points at least as high) / (n + 1): valid whatever the noise's shape, and never
-   under 1 / (n + 1), so one point alone is never a spike there), for this pass and the later
-   ones (they leave out the hard batches that refuted the fit, and would fit it again). The
-   gross rule (step 7) is off then: its premise, that a fourfold jump is not minibatch noise,
-   is what the run has just refuted. Stretches rather than points: a spike of several points
-   counts once, so a handful of real spikes leave the fit in place (three in a 300-point run add
-   3 to the 3 expected). The check runs at most 8 times a run (4 passes, 2 series): a healthy
-   run whose noise is t-shaped goes over to ranks with probability about 1e-3 at most, and
-   ranks cost power rather than false alarms.
 6. Sustained lifts, a level-shift scan (a scan statistic of CUSUM type): the sum of clipped
    z-scores over w points, w in `LEVEL_WIDTHS`, points below the trend included. Fisher's
    combination is weak here (points 2-3 sds up have p of 0.01-0.05 each); a sum is the
@@ -89,14 +74,6 @@ this run shows it), never against the mean loss.
    the zoo's labelling rule for a spike (`SPIKE_MIN_SHARE`: a spike adds half the initial loss).
    Excursions that the scans find significant need no such size: they are not noise whatever
    their size (above `MIN_SPIKE_LOG`).
-   Not where fourfold jumps are the run's noise: in a run whose fitted tail was rejected (step
-   5), nor where separate stretches of such gross, material points start on more than one
-   settled point in twenty (`GROSS_NOISE_SHARE`: the rarity the zoo's spike label asks, a loss
-   the run reaches on fewer than one step in twenty), shown as step 5 shows a rejected tail:
-   Binomial(n, 1/20) reaches their count with probability under `TAIL_REJECT_P`. A saturating
-   classifier hard on one batch in four shows them by the dozen; a run with a few corrupted
-   batches, even a short one (two in 27 points), does not. Both hold for the later passes once
-   they hold.
 8. An excursion is its core: the stretch of largest sum of z - k within the flagged
    points, k half the mean of its upper half (the CUSUM reference value for the lift the
    excursion shows), so the scans' windows do not stretch it over ordinary points. Its step is
@@ -161,7 +138,6 @@ MIN_SPIKE_LOG = float(np.log(1.2))
 GROSS_SPIKE_LOG = float(np.log(4.0))
 GROSS_SPIKE_WINDOW_P = 1e-3  # ... and their window must be a 0.1%-tail event under the fit
 GROSS_MIN_SHARE = 0.5  # ... and each point must exceed the trend by half the starting level (step 7)
-GROSS_NOISE_SHARE = 0.05  # ... unless such jumps start on more than this share of the points (step 7)
 START_POINTS = 5  # logged points whose median is the level the run started from
 FISHER_SHARE = 0.5  # share of ALPHA spent on the Fisher scan; the rest on the level-shift scan
 LEVEL_WIDTHS = (2, 3, 5, 8)  # window sizes of the level-shift scan, in logged points
@@ -174,8 +150,6 @@ TREND_ERROR_VARIANCE = float(np.pi / (2 * TREND_WINDOW))
 SCREEN_WIDTHS = (2, 3, 4)  # window sizes of the first pass's screen, in logged points
 SCREEN_WINDOW_P = 1e-4  # chance that a window of noise passes the screen
 MAX_PASSES = 4  # noise re-estimations without the excursions found so far
-TAIL_CHECK_P = 0.01  # the fitted tail's level whose exceedances check the fit (step 5)
-TAIL_REJECT_P = 1e-4  # ... and how unlikely their count must be under the fit to reject it
 PRIOR_TAIL = NoiseTail(DEFAULT_TAIL_NU, RESIDUAL_MAD_SHRINK[T_DEGREES.index(DEFAULT_TAIL_NU)])
 
 
@@ -210,29 +184,15 @@ def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = 
 
 @dataclass(frozen=True)
 class ExcursionTest:
-    """Fisher's combination of the points' tail probabilities over windows of w points.
-
-    `empirical`: the sorted settled z-scores when the fitted tail was rejected (`tail_rejected`):
-    each point's tail probability is then its rank among them, not the t tail's (module doc,
-    step 5).
-    """
+    """Fisher's combination of the points' tail probabilities over windows of w points."""
 
     tail: NoiseTail
     rho: float
     per_test: float  # the false-alarm budget of one window test
-    empirical: np.ndarray | None = None
 
     def surprise(self, z: np.ndarray) -> np.ndarray:
         """-log p of each point above the trend (0 for points at or below it)."""
-        if self.empirical is not None:
-            return map_blocks(self._rank_surprise, z)
         return map_blocks(lambda part: np.where(part > 0, -self.tail.log_sf(np.maximum(part, 0.0)), 0.0), z)
-
-    def _rank_surprise(self, z: np.ndarray) -> np.ndarray:
-        """-log of the conformal p-value: the share of settled points at least as high, out of n + 1."""
-        reference = self.empirical
-        at_least = reference.size - np.searchsorted(reference, z, side="left")
-        return np.where(z > 0, -np.log(np.maximum(at_least, 1) / (reference.size + 1.0)), 0.0)
 
     def statistic_threshold(self, width: int) -> float:
         """Level of the sum of surprises over `width` points that has probability `per_test`."""
@@ -242,30 +202,16 @@ class ExcursionTest:
 
 
 def excursion_test(z_settled: np.ndarray, residual_settled: np.ndarray, points: int,
-                   excluded_settled: np.ndarray | None = None, ranked: bool = False) -> ExcursionTest:
+                   excluded_settled: np.ndarray | None = None) -> ExcursionTest:
     """Calibrate the scan to the run: its noise tail, autocorrelation and length (module doc).
 
     Points in `excluded_settled` (excursions of earlier passes) are left out of the tail fit and
-    the autocorrelation: they are not noise. `ranked`: an earlier pass rejected the fitted tail.
+    the autocorrelation: they are not noise.
     """
     keep = np.ones(z_settled.size, dtype=bool) if excluded_settled is None else ~excluded_settled
     tail = fit_noise_tail(z_settled[keep])
     rho = robust_lag1_autocorrelation(residual_settled[keep])
-    empirical = None
-    if ranked or tail_rejected(z_settled, tail):
-        empirical = np.sort(z_settled[np.isfinite(z_settled)])
-    return ExcursionTest(tail=tail, rho=rho, per_test=ALPHA * FISHER_SHARE / (max(points, 1) * len(WIDTHS)),
-                         empirical=empirical)
-
-
-def tail_rejected(z_settled: np.ndarray, tail: NoiseTail) -> bool:
-    """Whether the fitted Student-t is far too light for this run (module doc, step 5): more
-    separate stretches of points beyond its `TAIL_CHECK_P` level than Binomial(n,
-    `TAIL_CHECK_P`) reaches with probability `TAIL_REJECT_P`."""
-    finite = z_settled[np.isfinite(z_settled)]
-    if finite.size < MIN_POINTS:
-        return False
-    return _more_often_than(_starts(finite > tail.threshold(TAIL_CHECK_P)), finite.size, TAIL_CHECK_P)
+    return ExcursionTest(tail=tail, rho=rho, per_test=ALPHA * FISHER_SHARE / (max(points, 1) * len(WIDTHS)))
 
 
 def excursion_mask(z: np.ndarray, test: ExcursionTest) -> np.ndarray:
@@ -392,18 +338,6 @@ def _clustered_extremes(z: np.ndarray) -> np.ndarray:
     return out
 
 
-def _more_often_than(count: int, points: int, share: float) -> bool:
-    """Whether `count` events in `points` show a rate above `share`: Binomial(points, share)
-    reaches `count` with probability under `TAIL_REJECT_P`."""
-    from scipy import special
-    return count > 0 and float(special.betainc(count, points - count + 1, share)) < TAIL_REJECT_P
-
-
-def _starts(mask: np.ndarray) -> int:
-    """How many separate stretches of True `mask` holds."""
-    return int(np.count_nonzero(mask[1:] & ~mask[:-1])) + int(mask[:1].sum())
-
-
 def _core(z: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     """The stretch of an excursion that carries its evidence, so that the scans' windows do not
     stretch it over the ordinary points around it: the sub-window of largest sum of z - k, with k half the lift delta of the excursion (a one-sided CUSUM tuned to a shift
@@ -436,22 +370,18 @@ def _excursions(y: np.ndarray, warm: np.ndarray):
     settled = ~warm
     points = int(settled.sum())
     excluded = np.zeros(y.size, dtype=bool)
-    ranked = gross_is_noise = False  # stay True once set (step 7)
     start_level = float(np.median(np.exp(y[:START_POINTS])))
     for attempt in range(MAX_PASSES):
         trend = z = mask = None  # memory: the last pass's arrays go before this pass's come
         trend, z = spike_scores(y, warm, excluded)
-        test = excursion_test(z[settled], (y - trend)[settled], points, excluded[settled], ranked)
-        ranked = test.empirical is not None  # a rejected tail stays rejected: later passes leave out what refuted it
+        test = excursion_test(z[settled], (y - trend)[settled], points, excluded[settled])
         mask = excursion_mask(z, test)
         clean = settled & ~excluded
         mask |= level_shift_test(z[clean], test.rho, points).mask(z)
         gross = y - trend >= GROSS_SPIKE_LOG  # step 7: runs of gross, material points only
         where = np.flatnonzero(gross)  # few: the materiality test only where the ratio holds
         gross[where] = np.exp(y[where]) - np.exp(trend[where]) >= GROSS_MIN_SHARE * start_level
-        gross_is_noise = gross_is_noise or ranked or _more_often_than(_starts(gross[settled]), points, GROSS_NOISE_SHARE)
-        if not gross_is_noise:
-            mask |= excursion_mask(np.where(gross, z, 0.0), replace(test, per_test=GROSS_SPIKE_WINDOW_P))
+        mask |= excursion_mask(np.where(gross, z, 0.0), replace(test, per_test=GROSS_SPIKE_WINDOW_P))
         del gross, where
         if attempt == 0:  # clusters of extreme points are not noise (module doc, step 4)
             screen = np.zeros(y.size, dtype=bool)
@@ -527,8 +457,7 @@ def loss_spikes(
                     "z_score": float(z[peak]),
                     "surprise_log_p": float(surprise[start:stop].sum()),
                     "surprise_threshold": test.statistic_threshold(min(t for t in WIDTHS if t >= width)),
-                    "noise_tail_nu": None if test.empirical is not None else test.tail.nu,
-                    "noise_tail_by_ranks": test.empirical is not None,
+                    "noise_tail_nu": test.tail.nu,
                     "width_points": int(width),
                     "last_healthy_step": restart,
                     "in_warmup": in_warmup,
