@@ -1,13 +1,13 @@
 """The labelled detection benchmark: tb-health next to losslint and published spike rules.
 
-    PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both|seen|seen2|seen3|seen4|sealed]
+    PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both|seen|seen2|seen3|seen4|seen5|sealed]
         [--families synthetic,mindspore,zoo,metamorphic] [--jobs N] [--zoo-runs N] [--no-baselines] [--verbose]
 
 Every `bench/detection/cases_*.py` module contributes `cases(split)`. Each case's logs are
 written into a fresh logdir, read back with our readers and analysed with the engine; the same
 runs go through losslint and the published rules. Families: "synthetic", "mindspore", "zoo"
 (randomised real trainings labelled by rule, `cases_zoo`) and "metamorphic" (the zoo's verdict
-invariances, `metamorphic`). Splits: "dev", "holdout", "both" (= dev and holdout), "seen" to "seen4"
+invariances, `metamorphic`). Splits: "dev", "holdout", "both" (= dev and holdout), "seen" to "seen5"
 (the zoo's earlier sealed seeds, now tuning data) and "sealed" (the zoo's sealed holdout: run it once,
 at integration, never while tuning). Printed per split:
 
@@ -393,8 +393,8 @@ def analyze_cases(split: str, cases: list[Case], with_baselines: bool, verbose: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("dev", "holdout", "both", "seen", "seen2", "seen3", "seen4", "sealed"), default="both",
-                        help="both = dev and holdout; seen, seen2, seen3, seen4 = the zoo's earlier sealed seeds; "
+    parser.add_argument("--split", choices=("dev", "holdout", "both", "seen", "seen2", "seen3", "seen4", "seen5", "sealed"), default="both",
+                        help="both = dev and holdout; seen to seen5 = the zoo's earlier sealed seeds; "
                              "sealed = the zoo's sealed holdout (run once, at integration)")
     parser.add_argument("--families", default="synthetic,mindspore,zoo,metamorphic",
                         help="comma-separated: synthetic, mindspore, zoo, metamorphic")
