@@ -173,3 +173,19 @@ def test_a_nan_learning_rate_is_critical():
     data = RunData("run", scalars={"train/lr": ScalarSeries.from_lists(STEPS, lr)})
     alarms = [f for f in lr_schedule_check(RunSignals.from_run(data)) if f.severity != "info"]
     assert [(f.severity, f.step, f.evidence["what"]) for f in alarms] == [("critical", 700, "nonfinite")]
+
+
+def test_a_single_step_drop_early_in_the_run_is_no_early_floor():
+    # One milestone at a fifth of the run (MultiStepLR with milestones=[200] of 1000 steps): its
+    # timing shows no speed, a planned early drop and a late one stepped too fast look alike.
+    lr = np.where(STEPS < 200, PEAK, PEAK * 0.1)
+    assert shape_of(STEPS, lr) == "step"
+    assert problems_of(STEPS, lr) == []
+
+
+def test_two_step_drops_early_in_the_run_are_an_early_floor():
+    # Milestones at 60% and 90% stepped eight times too fast: both drops in the first eighth.
+    lr = PEAK * 0.1 ** np.searchsorted([75, 112], STEPS, side="right")
+    problems = problems_of(STEPS, lr)
+    assert [p.evidence["what"] for p in problems] == ["early_floor"]
+    assert problems[0].step == 112

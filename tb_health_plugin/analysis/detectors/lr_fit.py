@@ -29,7 +29,10 @@ model-free and exact on the logged values, which carry no noise:
   `EARLY_FLOOR_SHARE` of the post-warm-up steps (`STEP_EARLY_FLOOR_SHARE` when the decay came in a
   few discrete drops, since step schedules plan long final plateaus). The usual cause is a schedule
   that runs too fast: stepped per micro-batch or per device instead of per optimizer step, or
-  configured with a total-steps count smaller than the run's.
+  configured with a total-steps count smaller than the run's. Not judged for a single drop: when
+  one drop comes shows no speed (a milestone planned at a fifth of the run and one planned at
+  four fifths but stepped four times too fast look the same), where a curve or several drops
+  show their pace.
 
 The shape itself is fitted for context (`fit_shape`): least squares of the normalised decay part
 against linear, cosine, exponential and inverse-sqrt curves, with constant, step and WSD
@@ -57,6 +60,7 @@ FLOOR_BAND = 0.01  # within 1% of the decay range above the floor counts as "at 
 MIN_DECAY_RATIO = 1.5  # peak / floor; below it the rate is effectively constant
 MIN_POINTS = 5
 MAX_STEP_LEVELS = 8
+STEP_DROP_SHARE = 0.05  # a fall between two points larger than this share of the decay is a step's drop
 MAX_FIT_POINTS = 2000
 MAX_RISES = 50  # more rises than this after warm-up: the schedule is cyclical by design
 FLAT_JUMP_FACTOR = 2.0
@@ -352,6 +356,8 @@ def _early_floor(steps, lr, warm, end, peak, floor, shape) -> _Problem | None:
         return None
     span = steps[end - 1] - steps[warm]
     held = steps[end - 1] - steps[first]
+    if shape == "step" and _drops(lr[warm:end]) < 2:
+        return None  # one drop's timing shows no speed (module doc)
     limit = STEP_EARLY_FLOOR_SHARE if shape == "step" else EARLY_FLOOR_SHARE
     if span <= 0 or held / span <= limit:
         return None
@@ -381,9 +387,7 @@ def fit_shape(decay: np.ndarray) -> str:
         return "constant"
     if np.ptp(decay) <= 1e-6 * peak:
         return "constant"
-    drops = -np.diff(decay)
-    total = decay[0] - decay[-1] if decay[-1] < decay[0] else np.ptp(decay)
-    big = drops > 0.05 * total
+    drops, big, total = _step_drops(decay)
     levels = 1 + int(big.sum())
     if levels <= MAX_STEP_LEVELS and drops[big].sum() >= 0.9 * total and np.mean(drops <= 1e-9 * peak) > 0.5:
         return "step"
@@ -401,6 +405,19 @@ def fit_shape(decay: np.ndarray) -> str:
     }
     errors = {name: float(np.mean((y - curve) ** 2)) for name, curve in candidates.items()}
     return min(errors, key=errors.get)
+
+
+def _step_drops(decay: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The falls between consecutive points, which of them are a step's drop (more than
+    `STEP_DROP_SHARE` of the whole decay), and that whole decay."""
+    drops = -np.diff(decay)
+    total = float(decay[0] - decay[-1] if decay[-1] < decay[0] else np.ptp(decay))
+    return drops, drops > STEP_DROP_SHARE * total, total
+
+
+def _drops(decay: np.ndarray) -> int:
+    """How many drops a step schedule's decay holds."""
+    return int(_step_drops(decay)[1].sum()) if decay.size > 1 else 0
 
 
 def _fitted_exponential(x: np.ndarray, y: np.ndarray) -> np.ndarray:
