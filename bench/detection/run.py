@@ -1,15 +1,16 @@
 """The labelled detection benchmark: tb-health next to losslint and published spike rules.
 
-    PYTHONPATH=. python -m bench.detection.run [--split dev|holdout|both|seen|seen2|seen3|seen4|seen5|sealed]
+    PYTHONPATH=. python -m bench.detection.run [--split both|dev|holdout|seen...|sealed]
         [--families synthetic,mindspore,zoo,metamorphic] [--jobs N] [--zoo-runs N] [--no-baselines] [--verbose]
 
 Every `bench/detection/cases_*.py` module contributes `cases(split)`. Each case's logs are
 written into a fresh logdir, read back with our readers and analysed with the engine; the same
 runs go through losslint and the published rules. Families: "synthetic", "mindspore", "zoo"
 (randomised real trainings labelled by rule, `cases_zoo`) and "metamorphic" (the zoo's verdict
-invariances, `metamorphic`). Splits: "dev", "holdout", "both" (= dev and holdout), "seen" to "seen5"
-(the zoo's earlier sealed seeds, now tuning data) and "sealed" (the zoo's sealed holdout: run it once,
-at integration, never while tuning). Printed per split:
+invariances, `metamorphic`). Splits: "both" (= dev and holdout) and the zoo's splits
+(`cases_zoo.SPLIT_SEEDS`): "dev", "holdout", "seen", "seen2", ... (the zoo's earlier sealed seeds,
+now tuning data) and "sealed" (the zoo's sealed holdout: run it once, at integration, never while
+tuning). Printed per split:
 
 - per kind: run-level precision and recall (a run counts as found for a kind when it has a
   warning or critical finding of that kind);
@@ -392,9 +393,11 @@ def analyze_cases(split: str, cases: list[Case], with_baselines: bool, verbose: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.detection import cases_zoo
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("dev", "holdout", "both", "seen", "seen2", "seen3", "seen4", "seen5", "sealed"), default="both",
-                        help="both = dev and holdout; seen to seen5 = the zoo's earlier sealed seeds; "
+    parser.add_argument("--split", choices=("both", *cases_zoo.OFFERED_SPLITS), default="both",
+                        help="both = dev and holdout; seen, seen2, ... = the zoo's earlier sealed seeds; "
                              "sealed = the zoo's sealed holdout (run once, at integration)")
     parser.add_argument("--families", default="synthetic,mindspore,zoo,metamorphic",
                         help="comma-separated: synthetic, mindspore, zoo, metamorphic")
@@ -407,8 +410,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     splits = ("dev", "holdout") if args.split == "both" else (args.split,)
     families = set(args.families.split(","))
-    from bench.detection import cases_zoo
-
     cases_zoo.JOBS = max(1, args.jobs)
     cases_zoo.LIMIT = args.zoo_runs
     for split in splits:

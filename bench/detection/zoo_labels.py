@@ -470,19 +470,20 @@ def exploding_step(grad: np.ndarray, window: int, loss: np.ndarray | None = None
     start = logs[:window][np.isfinite(logs[:window])]
     if not start.size or not np.isfinite(level).any():
         return None
+    start_level = float(np.median(start))
     with np.errstate(invalid="ignore"):
-        above = level - np.median(start) >= EXPLODE_DECADES
+        above = level - start_level >= EXPLODE_DECADES
     if not above.any():
         return None
     rise = int(np.argmax(above))
     end = int(np.flatnonzero(above)[-1]) + 1  # the excursion: to the last step the level stands up
     span = slice(max(0, rise - window // 2), end + window // 2)  # the steps the centred level read
-    up = np.isfinite(logs[span]) & (logs[span] - np.median(start) >= EXPLODE_DECADES)
-    if shown is not None and not np.any(up & shown[span]):
-        return None  # the rise happened between logged points: the logs cannot show it
-    if shown is not None and shown.any():
-        first = int(np.argmax(shown))
-        if not np.isfinite(grad[first]) or (grad[first] > 0 and logs[first] - np.median(start) >= EXPLODE_DECADES):
+    if shown is not None:
+        up = np.isfinite(logs[span]) & (logs[span] - start_level >= EXPLODE_DECADES)
+        if not np.any(up & shown[span]):
+            return None  # the rise happened between logged points: the logs cannot show it
+        first = int(np.argmax(shown))  # some step is shown: the rise's, at least
+        if not np.isfinite(grad[first]) or logs[first] - start_level >= EXPLODE_DECADES:
             return None  # the first logged norm is already up: the logs show no start (rule 3)
     if loss is not None and learned_through(loss, rise, end, window):
         return None

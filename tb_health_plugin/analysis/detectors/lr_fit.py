@@ -347,6 +347,8 @@ def _zero_problems(lr: np.ndarray, warm: int, peak: float) -> list[_Problem]:
 def _early_floor(steps, lr, warm, end, peak, floor, shape) -> _Problem | None:
     if floor <= 0 or peak / floor < MIN_DECAY_RATIO or end - warm < MIN_POINTS:
         return None
+    if shape == "step" and _step_drops(lr[warm:end])[1].sum() < 2:
+        return None  # one drop's timing shows no speed (module doc)
     band = floor + FLOOR_BAND * (peak - floor)
     at_floor = lr[warm:end] <= band
     # the first point from which the rate stays at the floor
@@ -356,8 +358,6 @@ def _early_floor(steps, lr, warm, end, peak, floor, shape) -> _Problem | None:
         return None
     span = steps[end - 1] - steps[warm]
     held = steps[end - 1] - steps[first]
-    if shape == "step" and _drops(lr[warm:end]) < 2:
-        return None  # one drop's timing shows no speed (module doc)
     limit = STEP_EARLY_FLOOR_SHARE if shape == "step" else EARLY_FLOOR_SHARE
     if span <= 0 or held / span <= limit:
         return None
@@ -413,11 +413,6 @@ def _step_drops(decay: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     drops = -np.diff(decay)
     total = float(decay[0] - decay[-1] if decay[-1] < decay[0] else np.ptp(decay))
     return drops, drops > STEP_DROP_SHARE * total, total
-
-
-def _drops(decay: np.ndarray) -> int:
-    """How many drops a step schedule's decay holds."""
-    return int(_step_drops(decay)[1].sum()) if decay.size > 1 else 0
 
 
 def _fitted_exponential(x: np.ndarray, y: np.ndarray) -> np.ndarray:
