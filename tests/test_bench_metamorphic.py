@@ -45,6 +45,23 @@ def test_renderings_of_another_seed_are_not_taken_for_this_one(monkeypatch, tmp_
     assert metamorphic.rendered_root("sealed", reseeded) != metamorphic.rendered_root("sealed", specs)
 
 
+def test_the_long_zoo_runs_fill_the_every_50_steps_renderings(monkeypatch):
+    """The zoo's runs of 200-500 steps keep 4-10 points logged every 50 steps, under the checks'
+    minimum, so the every-50 invariance had no runs; the long runs after them keep enough, and
+    drawing them leaves every earlier run's settings as they were."""
+    from bench.detection import cases_zoo
+
+    for split, extra in cases_zoo.LONG_SIZES.items():
+        specs = cases_zoo.specs(split)
+        short, long = specs[: cases_zoo.SPLIT_SIZES[split]], specs[cases_zoo.SPLIT_SIZES[split] :]
+        assert len(long) == extra
+        assert all(spec["steps"] // 50 >= metamorphic.MIN_POINTS for spec in long)
+        assert all(spec["steps"] // 50 < metamorphic.MIN_POINTS for spec in short)
+        monkeypatch.setattr(cases_zoo, "LONG_SIZES", {})
+        assert cases_zoo.specs(split) == short
+        monkeypatch.undo()
+
+
 def zoo_run(loss: np.ndarray):
     from pathlib import Path
 

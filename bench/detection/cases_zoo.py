@@ -6,7 +6,10 @@ optimiser (SGD, Momentum, Adam, AdamW), a learning rate log-uniform over a range
 far too low to far too high for that optimiser, batch size, schedule (constant, warm-up +
 cosine, step decay), precision (float32, float16, float16 with a static loss scale), input scale,
 a logging path (see `zoo_training`) with its logging interval, and for some runs corrupted
-batches at random steps. It is labelled by the objective rules of `zoo_labels` applied to its
+batches at random steps. MLPs train for 200-500 steps, the others 200; dev, holdout and sealed
+also hold `LONG_SIZES` long runs of 1,500-4,000 steps (any architecture), drawn after the others
+so that theirs stay as they were: real runs are longer, and only long runs keep enough points
+logged every 50 steps for that rendering of `metamorphic`. It is labelled by the objective rules of `zoo_labels` applied to its
 raw per-step values, not by what was injected.
 
 Trainings run in child processes (`zoo_training`), cached under `bench/detection/.zoo_cache/`
@@ -43,6 +46,10 @@ HERE = Path(__file__).resolve().parent
 # sealed: 44_444 is new (stop 38); 22_788 ("seen6"), 51_244 ("seen5"), 38_495 ("seen4"), 93_936 ("seen3"), 54_629 ("seen2"), 89_989 ("seen"), 14_646, 24_171, 61_591, 20_236, 64_278, 49_340, 99_392, 90_731, 73_517 and 77_739 were seen
 SPLIT_SEEDS = {"dev": 20_261, "holdout": 40_427, "seen": 89_989, "seen2": 54_629, "seen3": 93_936, "seen4": 38_495, "seen5": 51_244, "seen6": 22_788, "sealed": 44_444}
 SPLIT_SIZES = {"dev": 120, "holdout": 40, "seen": 120, "seen2": 120, "seen3": 120, "seen4": 120, "seen5": 120, "seen6": 120, "sealed": 120}
+# Long runs after those, drawn the same way but for LONG_STEPS steps: enough points for the
+# every-50-steps renderings of `metamorphic` (at 200-500 steps a run keeps 4-10 there).
+LONG_SIZES = {"dev": 16, "holdout": 8, "sealed": 16}
+LONG_STEPS = (1500, 4000)  # log-uniform
 LOGGING_PATHS = ("hooks_logger", "hooks_monitor", "custom", "mindformers", "hf", "summary_collector")
 LOG_EVERY = {"hooks_logger": (1, 5, 10), "hooks_monitor": (1, 5, 10), "custom": (1, 5, 10, 20),
              "mindformers": (1, 5, 10), "hf": (5, 10, 20), "summary_collector": (1, 5, 10)}
@@ -95,6 +102,9 @@ def draw_spec(split: str, index: int) -> dict:
         "logging": logging,
         "log_every": int(rng.choice(LOG_EVERY[logging])),
     }
+    if index >= SPLIT_SIZES[split]:  # a long run: its own draw, so the others' stay as they were
+        long_rng = np.random.default_rng([SPLIT_SEEDS[split], index, 1])
+        spec["steps"] = int(np.exp(long_rng.uniform(np.log(LONG_STEPS[0]), np.log(LONG_STEPS[1]))))
     if spec["precision"] == "loss_scale":
         spec["loss_scale"] = float(rng.choice([2.0**10, 2.0**14, 2.0**16]))
     if rng.random() < 0.2:
@@ -105,7 +115,9 @@ def draw_spec(split: str, index: int) -> dict:
 
 
 def specs(split: str) -> list[dict]:
-    count = SPLIT_SIZES[split] if LIMIT is None else min(LIMIT, SPLIT_SIZES[split])
+    """The split's runs: `SPLIT_SIZES` of 200-500 steps, then its `LONG_SIZES` long ones."""
+    count = SPLIT_SIZES[split] + LONG_SIZES.get(split, 0)
+    count = count if LIMIT is None else min(LIMIT, count)
     return [draw_spec(split, i) for i in range(count)]
 
 
