@@ -195,6 +195,33 @@ def test_one_layer_dying_is_found_although_the_global_norm_looks_fine():
     assert gradient_check(signals) == found
 
 
+def test_one_layer_blowing_up_is_found_although_the_global_norm_looks_fine():
+    rng = np.random.default_rng(3)
+    steps = np.arange(300) * 10
+    scalars = {f"grad_norm/layers.{i}.weight": (steps, np.exp(rng.normal(0, 0.3, 300))) for i in range(6)}
+    scalars["grad_norm/layers.0.weight"] = (steps, 1e-3 * np.exp(rng.normal(0, 0.3, 300)))
+    scalars["grad_norm/layers.0.weight"][1][150:] *= 1e3  # the smallest layer, now 1000x up
+    signals = run_signals(scalars)
+    assert global_norm_check(signals) == []
+    found = per_layer_check(signals)
+    assert [(f.kind, f.evidence["layers"]) for f in found] == [("exploding_gradients", [0])]
+
+
+def test_layers_growing_together_are_no_layer_explosion():
+    """A deep net leaving its flat start: every layer's gradient grows by about two decades at
+    once, the first layer's most, while the global norm, set by the last layers, moves 10x.
+    Each layer against its own start alone called the first one exploding (zoo_sealed_001 of
+    the seed 44444); against the others it grew as they did."""
+    rng = np.random.default_rng(4)
+    steps = np.arange(240) * 5
+    rise = np.clip(steps / 500.0, 0.0, 1.0)  # from step 0 to step 500, then level
+    scalars = {}
+    for i, (start, decades) in enumerate([(-2.7, 2.6), (-2.6, 2.3), (-2.5, 2.2), (-1.5, 1.5)]):
+        scalars[f"grad_norm/layers.{i}.weight"] = (steps, 10.0 ** (start + decades * rise + rng.normal(0, 0.1, 240)))
+    assert per_layer_check(run_signals(scalars)) == []
+    assert "exploding_gradients" not in [f.kind for f in gradient_check(run_signals(scalars))]
+
+
 def test_each_kind_is_reported_once_across_the_three_views():
     series = depth_series(-7)
     collapsed = {k: (s, v * np.r_[np.ones(60), np.full(60, 1e-9)]) for k, (s, v) in series.items()}
@@ -261,22 +288,38 @@ def test_a_norm_that_turns_nonfinite_without_climbing_is_not_exploding():
     assert exploding(g) is None
 
 
-def test_a_norm_coming_back_with_the_loss_from_a_converged_low_is_not_exploding():
-    """A classifier that reached losses near 1e-7 has norms near 1e-5 there; on its harder batches
-    later loss and norm come back by as many decades together: the norm only follows the loss."""
+def test_a_norm_rising_with_the_loss_from_a_converged_low_is_not_exploding():
+    """A classifier that reached losses near 1e-7 has norms near 1e-5 there; when its loss then
+    climbs by decades (here far above where it started) the norm comes back with it: the norm
+    only follows the loss, which the loss's detectors report."""
     rng = np.random.default_rng(5)
-    loss_logs = np.concatenate([rng.normal(-1.0, 0.4, 5), rng.normal(-6.5, 0.3, 6), rng.normal(-1.5, 1.2, 9)])
+    loss_logs = np.concatenate([rng.normal(-1.0, 0.4, 5), rng.normal(-6.5, 0.3, 6), rng.normal(2.5, 1.2, 9)])
     norm_logs = 0.8 * loss_logs + 0.5 + rng.normal(0, 0.2, loss_logs.size)
     assert exploding(10.0**norm_logs, 10.0**loss_logs) is None
     flat_loss = np.full(loss_logs.size, 0.5)  # the same norms while the loss stays: not explained
     assert exploding(10.0**norm_logs, flat_loss) is not None
 
 
+def test_a_norm_coming_back_towards_where_it_started_is_not_exploding():
+    """Zoo runs of two sealed seeds: a norm that started near 0.2, fell to 1e-28 (every unit
+    saturated) or 1e-11 and came back by several decades, still far under where it started, was
+    a warning "rose 1e22x above its earlier level" while the loss did not move. Growth back
+    towards the scale of the untrained network is a recovery or a converged model's hard
+    batches; an explosion goes past it (the zoo's rule 3 counts from the start too)."""
+    rng = np.random.default_rng(11)
+    flat_loss = np.full(60, 2.3)
+    start, collapsed, recovered = rng.normal(-0.7, 0.1, 6), rng.normal(-28.0, 0.3, 24), rng.normal(-5.7, 0.3, 30)
+    assert exploding(10.0 ** np.concatenate([start, collapsed, recovered]), flat_loss) is None
+    beyond = rng.normal(2.0, 0.3, 30)  # the same fall, then 500x above the start: an explosion
+    found = exploding(10.0 ** np.concatenate([start, collapsed, beyond]), flat_loss)
+    assert found is not None and 10.0 ** start.min() <= found.evidence["baseline_norm"] <= 10.0 ** start.max()
+
+
 def test_the_checks_let_the_logged_loss_explain_norms_coming_back_from_a_converged_low():
     """The global and the per-layer views both read the run's loss (logged every 10 steps)."""
     rng = np.random.default_rng(7)
     steps = np.arange(1, 21) * 10
-    loss_logs = np.concatenate([rng.normal(-1.0, 0.4, 5), rng.normal(-6.5, 0.3, 6), rng.normal(-1.5, 1.2, 9)])
+    loss_logs = np.concatenate([rng.normal(-1.0, 0.4, 5), rng.normal(-6.5, 0.3, 6), rng.normal(2.5, 1.2, 9)])
     scalars = {"train/loss": (steps, 10.0**loss_logs)}
     for i in range(3):
         scalars[f"grad_norm/{2 * i}.weight"] = (steps, 10.0 ** (0.8 * loss_logs + rng.normal(0, 0.2, 20)))

@@ -2,7 +2,8 @@
 
 Three views, each kind reported once by the first that sees it: the global norm against its own
 baseline, early layers against late ones, then each layer against its own baseline (one layer
-dying or blowing up while the global norm, dominated by the others, looks fine).
+dying or blowing up while the global norm, dominated by the others, looks fine; a layer's growth
+counts only beyond the other layers' over the same steps).
 
 Adapters only: pick the series out of `RunSignals` and call `detectors.gradient_norms` (one norm
 over time) and `detectors.layer_depth` (early layers against late ones). Per-parameter norms come
@@ -16,7 +17,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from tb_health_plugin.analysis.detectors.gradient_norms import exploding, vanishing
+from tb_health_plugin.analysis.detectors.gradient_norms import (
+    CLIMB_POINTS,
+    EXPLODE_DECADES,
+    exploding,
+    vanishing,
+)
 from tb_health_plugin.analysis.detectors.histogram_stats import histogram_norm
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
 from tb_health_plugin.analysis.event import Event
@@ -107,7 +113,8 @@ def layer_depth_check(signals: RunSignals) -> list[Event]:
 
 
 def per_layer_check(signals: RunSignals) -> list[Event]:
-    """Layers whose own gradient norm collapses or explodes against their own baseline.
+    """Layers whose own gradient norm collapses or explodes against their own baseline; a layer
+    explodes only when it grows by decades more than the others do (`_grew_with_the_others`).
 
     One finding per kind, listing the layers; the first layer (by step) gives the step and tag.
     """
@@ -121,7 +128,8 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
     hits: dict[str, list[tuple[int, Event]]] = {}
     for row, depth in enumerate(depths):
         for event in (exploding(norms[row], loss, steps), vanishing(norms[row], loss, steps)):
-            if event is not None:
+            if event is not None and not (event.kind == "exploding_gradients"
+                                          and _grew_with_the_others(norms, row, steps, event)):
                 hits.setdefault(event.kind, []).append((depth, event))
     findings = []
     for kind, found in hits.items():
@@ -140,6 +148,33 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
         findings.append(replace(event, severity="warning", tag=tags.get(example, example), message=message,
                                 advice=advice, args=args))
     return findings
+
+
+def _grew_with_the_others(norms: np.ndarray, row: int, steps: np.ndarray, event: Event) -> bool:
+    """Whether layer `row`'s growth, from where it started (the median of its first
+    `CLIMB_POINTS` finite norms) to its median over the event's steps, is within
+    `EXPLODE_DECADES` of the median growth of the other layers over the same steps.
+
+    The per-layer view exists for one layer blowing up inside a network whose other layers do
+    not (the global norm, dominated by them, then looks fine). Layers that grow together are the
+    whole network's gradient changing, which the global view judges: a deep net leaving its
+    flat start grows every layer's gradient by decades, the first layers' most (zoo runs of the
+    sealed seed 44444: six layers from 0.002-0.03 to 0.3-1.3 while the loss fell from 2.1 to 0.04,
+    or from 0.004 to 0.2-0.7 in a net stuck at chance, its global norm up 3x)."""
+    span = (steps >= event.step) & (steps <= (event.end_step if event.end_step is not None else steps[-1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log10(norms)
+    growth = np.full(norms.shape[0], np.nan)
+    for layer, layer_logs in enumerate(logs):
+        finite = layer_logs[np.isfinite(layer_logs)]
+        during = layer_logs[span][np.isfinite(layer_logs[span])]
+        if finite.size and during.size:
+            growth[layer] = np.median(during) - np.median(finite[:CLIMB_POINTS])
+    others = np.delete(growth, row)
+    others = others[np.isfinite(others)]
+    if not np.isfinite(growth[row]) or not others.size:
+        return False
+    return growth[row] - float(np.median(others)) < EXPLODE_DECADES
 
 
 def _layer_advice(kind: str, event: Event) -> str:
