@@ -197,7 +197,7 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> _Found | N
     baseline = np.fmin.accumulate(post)  # running minimum, NaN-skipping
     after_warm = logs[warm:]
     started = after_warm[np.isfinite(after_warm)][:CLIMB_POINTS]
-    if started.size:  # never below where the norm started (module doc)
+    if started.size:  # never below where the norm stood after warm-up (module doc)
         baseline = np.fmax(baseline, float(np.median(started)))
     excess = level[warm:] - baseline
     run = first_sustained_run(excess >= EXPLODE_DECADES, sustained_length(n))
