@@ -6,10 +6,10 @@ optimiser (SGD, Momentum, Adam, AdamW), a learning rate log-uniform over a range
 far too low to far too high for that optimiser, batch size, schedule (constant, warm-up +
 cosine, step decay), precision (float32, float16, float16 with a static loss scale), input scale,
 a logging path (see `zoo_training`) with its logging interval, and for some runs corrupted
-batches at random steps. MLPs train for 200-500 steps, the others 200; dev, holdout, seen7
-and sealed also hold `LONG_SIZES` long runs of 1,500-4,000 steps (any architecture), drawn
-after the others so that theirs stay as they were: real runs are longer, and only long runs
-keep enough points logged every 50 steps for that rendering of `metamorphic`. A run is
+batches at random steps. MLPs train for 200-500 steps, the others 200; every split also holds
+`LONG_SIZES` long runs of 1,500-4,000 steps (any architecture), drawn after the others so that
+theirs stay as they were: real runs are longer, and only long runs keep enough points logged
+every 50 steps for that rendering of `metamorphic`. A run is
 labelled by the objective rules of `zoo_labels` applied to its raw per-step values, not by
 what was injected.
 
@@ -49,7 +49,7 @@ SPLIT_SEEDS = {"dev": 20_261, "holdout": 40_427, "seen": 89_989, "seen2": 54_629
 SPLIT_SIZES = {"dev": 120, "holdout": 40, "seen": 120, "seen2": 120, "seen3": 120, "seen4": 120, "seen5": 120, "seen6": 120, "seen7": 120, "sealed": 120}
 # Long runs after those, drawn the same way but for LONG_STEPS steps: enough points for the
 # every-50-steps renderings of `metamorphic` (at 200-500 steps a run keeps 4-10 there).
-LONG_SIZES = {"dev": 16, "holdout": 8, "seen7": 16, "sealed": 16}
+LONG_SIZES = {"dev": 16, "holdout": 8, "sealed": 16, **{f"seen{n}": 16 for n in ("", 2, 3, 4, 5, 6, 7)}}
 LONG_STEPS = (1500, 4000)  # log-uniform
 LOGGING_PATHS = ("hooks_logger", "hooks_monitor", "custom", "mindformers", "hf", "summary_collector")
 LOG_EVERY = {"hooks_logger": (1, 5, 10), "hooks_monitor": (1, 5, 10), "custom": (1, 5, 10, 20),

@@ -32,7 +32,7 @@ renderings do not: a blow-up within the first window leaves no start to rise fro
 the zoo's rule 2 and of the divergence detector's rise far above the start). So is a run that would keep fewer than `MIN_POINTS` logged points: the detectors
 rightly decline to judge a handful of points (the stall test needs 10, the spike tests more), and the zoo's runs of
 200-500 steps keep only 4-10 points at N = 50, so that row holds the zoo's long runs
-(`cases_zoo.LONG_SIZES`: 1,500-4,000 steps, in dev, holdout, seen7 and sealed). Target: each invariance holds on at least `TARGET_SHARE` of the runs.
+(`cases_zoo.LONG_SIZES`: 1,500-4,000 steps, in every split). Target: each invariance holds on at least `TARGET_SHARE` of the runs.
 Everything is written with TensorBoard's own `EventFileWriter` and protos.
 """
 
