@@ -49,7 +49,7 @@ SPLIT_SEEDS = {"dev": 20_261, "holdout": 40_427, "seen": 89_989, "seen2": 54_629
 SPLIT_SIZES = {"dev": 120, "holdout": 40, "seen": 120, "seen2": 120, "seen3": 120, "seen4": 120, "seen5": 120, "seen6": 120, "seen7": 120, "sealed": 120}
 # Long runs after those, drawn the same way but for LONG_STEPS steps: enough points for the
 # every-50-steps renderings of `metamorphic` (at 200-500 steps a run keeps 4-10 there).
-LONG_SIZES = {"dev": 16, "holdout": 8, "sealed": 16, **{f"seen{n}": 16 for n in ("", 2, 3, 4, 5, 6, 7)}}
+LONG_SIZES = {split: 8 if split == "holdout" else 16 for split in SPLIT_SEEDS}  # a new seed gets its own
 LONG_STEPS = (1500, 4000)  # log-uniform
 LOGGING_PATHS = ("hooks_logger", "hooks_monitor", "custom", "mindformers", "hf", "summary_collector")
 LOG_EVERY = {"hooks_logger": (1, 5, 10), "hooks_monitor": (1, 5, 10), "custom": (1, 5, 10, 20),

@@ -18,13 +18,14 @@ from dataclasses import replace
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.gradient_norms import (
-    CLIMB_POINTS,
     EXPLODE_DECADES,
     exploding,
+    opening_level,
     vanishing,
 )
 from tb_health_plugin.analysis.detectors.histogram_stats import histogram_norm
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance, layer_index, layer_norms
+from tb_health_plugin.analysis.detectors.robust_levels import safe_log10
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
 
@@ -125,11 +126,12 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
     loss = _aligned_loss(signals, steps)
     if loss is not None:  # points with a non-finite loss tell nothing about one layer
         norms = np.where(np.isnan(loss) | np.isinf(loss), np.nan, norms)
+    logs = safe_log10(norms)
     hits: dict[str, list[tuple[int, Event]]] = {}
     for row, depth in enumerate(depths):
         for event in (exploding(norms[row], loss, steps), vanishing(norms[row], loss, steps)):
             if event is not None and not (event.kind == "exploding_gradients"
-                                          and _grew_with_the_others(norms, row, steps, event)):
+                                          and _grew_with_the_others(logs, row, steps, event)):
                 hits.setdefault(event.kind, []).append((depth, event))
     findings = []
     for kind, found in hits.items():
@@ -150,10 +152,10 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
     return findings
 
 
-def _grew_with_the_others(norms: np.ndarray, row: int, steps: np.ndarray, event: Event) -> bool:
-    """Whether layer `row`'s growth, from where it started (the median of its first
-    `CLIMB_POINTS` finite norms) to its median over the event's steps, is within
-    `EXPLODE_DECADES` of the median growth of the other layers over the same steps.
+def _grew_with_the_others(logs: np.ndarray, row: int, steps: np.ndarray, event: Event) -> bool:
+    """Whether layer `row`'s growth, from where it started (`opening_level`) to its median over
+    the event's steps, is within `EXPLODE_DECADES` of the median growth of the other layers over
+    the same steps (`logs`: log10 norms, a row per layer, NaN where none is known).
 
     The per-layer view exists for one layer blowing up inside a network whose other layers do
     not (the global norm, dominated by them, then looks fine). Layers that grow together are the
@@ -162,14 +164,11 @@ def _grew_with_the_others(norms: np.ndarray, row: int, steps: np.ndarray, event:
     sealed seed 44444: six layers from 0.002-0.03 to 0.3-1.3 while the loss fell from 2.1 to 0.04,
     or from 0.004 to 0.2-0.7 in a net stuck at chance, its global norm up 3x)."""
     span = (steps >= event.step) & (steps <= (event.end_step if event.end_step is not None else steps[-1]))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.log10(norms)
-    growth = np.full(norms.shape[0], np.nan)
+    growth = np.full(logs.shape[0], np.nan)
     for layer, layer_logs in enumerate(logs):
-        finite = layer_logs[np.isfinite(layer_logs)]
-        during = layer_logs[span][np.isfinite(layer_logs[span])]
-        if finite.size and during.size:
-            growth[layer] = np.median(during) - np.median(finite[:CLIMB_POINTS])
+        start, during = opening_level(layer_logs), layer_logs[span]
+        if start is not None and np.isfinite(during).any():
+            growth[layer] = np.nanmedian(during) - start
     others = np.delete(growth, row)
     others = others[np.isfinite(others)]
     if not np.isfinite(growth[row]) or not others.size:
