@@ -124,3 +124,43 @@ def test_a_significant_lift_under_a_fifth_of_the_trend_is_no_spike(seed):
     assert spike_steps(loss_spikes(steps, logged_with(1.15), "loss", infer_schedule(steps))) == []
     found = spike_steps(loss_spikes(steps, logged_with(1.35), "loss", infer_schedule(steps)))
     assert matched([int(steps[start // interval])], found, 2 * interval) == 1
+
+
+def saturated_classifier(points: int, rng: np.random.Generator) -> np.ndarray:
+    """A classifier whose logits saturated: the per-step loss is exactly 0 (float underflow) on
+    most batches and 2.0-2.3 on a hard batch, about one in four, independently (zoo_dev_050, a
+    float16 classifier: 0 on most steps and 1.5-5.3 on its hard batches; loss 2.1 at the start)."""
+    loss = np.zeros(points)
+    hard = rng.random(points) < 0.25
+    loss[hard] = rng.uniform(2.0, 2.3, int(hard.sum()))
+    loss[:5] = [2.1, 1.7, 0.9, 0.3, 0.01]
+    return loss
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_lone_hard_batches_of_a_saturated_classifier_are_its_noise_not_spikes(seed):
+    # More than half the points are one value, so the robust scale is at its floor and every
+    # hard batch had a z-score of 1e5 or more; the run reaches their height at one point in
+    # four, so a hard batch between ordinary points is not rare (module doc, step 10). A few
+    # consecutive hard batches are another shape, judged against the run's windows of as many
+    # points; only those may still be reported.
+    rng = np.random.default_rng(300 + seed)
+    steps = np.arange(1, 201) * 5
+    loss = saturated_classifier(steps.size, rng)
+    found = [f for f in loss_spikes(steps, loss, "loss", infer_schedule(steps)) if f.severity in ALARMS]
+    lone = [f.step for f in found if f.step == f.end_step]
+    assert lone == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_corrupted_batches_close_together_leave_each_other_rare(seed):
+    # Three 10x corrupted batches 10-12 logged points apart in 400 points of 10% noise: each sees
+    # the other two near its height, 2 of the 264 points around it, under one in twenty.
+    rng = np.random.default_rng(400 + seed)
+    points = 400
+    steps = np.arange(1, points + 1) * 5
+    y = per_step_curve(points, rng) + 0.10 * rng.standard_normal(points)
+    slots = (200, 210, 222)
+    y[list(slots)] += np.log(10.0)
+    found = spike_steps(loss_spikes(steps, np.exp(y), "loss", infer_schedule(steps)))
+    assert found == [int(steps[s]) for s in slots]
