@@ -210,3 +210,52 @@ def test_an_exploding_norm_is_labelled_only_when_the_logs_show_where_it_started(
     assert zoo_labels.exploding_step(grad, 6, shown=every_twentieth) is None
     assert zoo_labels.exploding_step(grad, 6, shown=every_fifth & (steps >= 20)) is None
 
+
+
+def converged_log(points: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A converged loss logged every 5 steps: 0.4 with 5% noise (log sd)."""
+    logged = np.arange(5, 5 * points + 1, 5)
+    return 0.4 * np.exp(0.05 * rng.standard_normal(points)), logged
+
+
+def test_an_injected_batch_the_logs_show_is_a_spike_under_twice_its_context():
+    # Rule 6 asks a natural spike to double its context and add half the initial loss; a
+    # corrupted batch that lifts a converged loss 1.8x is an event all the same (rule 6b).
+    rng = np.random.default_rng(0)
+    shown, logged = converged_log(100, rng)
+    shown[60] *= 1.8  # logged step 305: the batch of raw step 304
+    assert zoo_labels.injected_spikes(shown, logged, [304], window=10) == [305]
+
+
+def test_an_injected_batch_seen_only_at_the_next_logged_point_is_labelled_there():
+    rng = np.random.default_rng(1)
+    shown, logged = converged_log(100, rng)
+    shown[60] *= 3.0  # the batch at raw step 301 (step 302) was not logged; step 305 shows its aftermath
+    assert zoo_labels.injected_spikes(shown, logged, [301], window=10) == [305]
+
+
+def test_an_injected_batch_the_noise_hides_or_the_run_follows_is_no_spike():
+    rng = np.random.default_rng(2)
+    shown, logged = converged_log(100, rng)
+    shown[60] *= 1.1  # within what the points before it reach
+    assert zoo_labels.injected_spikes(shown, logged, [304], window=10) == []
+    shown, logged = converged_log(100, rng)
+    shown[60:] *= 3.0  # the loss stays where the batch threw it: a divergence, not a spike
+    assert zoo_labels.injected_spikes(shown, logged, [304], window=10) == []
+    shown, logged = converged_log(100, rng)
+    shown[61] = np.nan  # beside a NaN: rule 1's event
+    shown[60] *= 3.0
+    assert zoo_labels.injected_spikes(shown, logged, [304], window=10) == []
+
+
+def test_the_loss_as_logged_is_each_paths_own_view():
+    from bench.detection.cases_zoo import logged_loss
+
+    loss = np.arange(1.0, 11.0)  # steps 1..10
+    logged = np.array([1, 5, 10])  # step 1 too, as our hooks log it
+    assert logged_loss(loss, logged, points=True, window_max=False)[0].tolist() == [1.0, 5.0, 10.0]
+    assert logged_loss(loss, logged, points=False, window_max=True)[0].tolist() == [1.0, 5.0, 10.0]
+    loss[2] = 50.0  # step 3: only the window maximum of steps 2-5 shows it
+    assert logged_loss(loss, logged, points=False, window_max=True)[0].tolist() == [1.0, 50.0, 10.0]
+    means, at = logged_loss(loss, np.array([5, 10]), points=False, window_max=False)
+    assert at.tolist() == [5, 10] and means.tolist() == [np.mean(loss[:5]), np.mean(loss[5:])]

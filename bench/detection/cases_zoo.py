@@ -10,8 +10,8 @@ batches at random steps. MLPs train for 200-500 steps, the others 200; every spl
 `LONG_SIZES` long runs of 1,500-4,000 steps (any architecture), drawn after the others so that
 theirs stay as they were: real runs are longer, and only long runs keep enough points logged
 every 50 steps for that rendering of `metamorphic`. A run is
-labelled by the objective rules of `zoo_labels` applied to its raw per-step values, not by
-what was injected.
+labelled by the objective rules of `zoo_labels` applied to its raw per-step values, by what
+happened: an injected corrupted batch is a spike only where its logs show it (rule 6b).
 
 Trainings run in child processes (`zoo_training`), cached under `bench/detection/.zoo_cache/`
 (gitignored; `TB_HEALTH_ZOO_CACHE` moves it) by spec and by a hash of the training code, so a
@@ -239,8 +239,29 @@ def labels_as_logged(run: ZooRun, logged: np.ndarray, points: bool, window_max: 
     grad = run.grad_norm if grad_norm else np.full(run.grad_norm.shape, np.nan)
     shown = np.zeros(run.grad_norm.size, dtype=bool)
     shown[logged - 1] = True  # the logs carry the norm of the logged step itself
-    return zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points, run.loss),
-                                run.step_time if step_time else None, lr=run.lr, grad_shown=shown)
+    labels, creep = zoo_labels.label_run(run.loss, grad, visibility(logged, window_max, points, run.loss),
+                                         run.step_time if step_time else None, lr=run.lr, grad_shown=shown)
+    injected = run.spec.get("corrupt_steps") or []
+    if injected:  # rule 6b: the injected corrupted batches the logged loss shows
+        loss_logged, at = logged_loss(run.loss, logged, points, window_max)
+        window = max(zoo_labels.SMOOTH_MIN, run.loss.size // zoo_labels.SMOOTH_DIVISOR)
+        found = zoo_labels.injected_spikes(loss_logged, at, injected, window)
+        if found:
+            labels["loss_spike"] = sorted(set(labels.get("loss_spike", [])) | set(found))
+    return labels, creep
+
+
+def logged_loss(loss: np.ndarray, logged: np.ndarray, points: bool, window_max: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(the loss as the logs show it, the logged steps it is shown at): each logged step's own
+    value, the maximum since the previous logged step (`window_max`, our hooks' `train/loss_max`)
+    or, for interval means, the mean of each whole window (`interval_means`)."""
+    if window_max:
+        edges = np.concatenate(([0], logged))
+        return np.array([loss[a:b].max() if b > a else loss[b - 1] for a, b in zip(edges[:-1], edges[1:], strict=True)]), logged
+    if points:
+        return loss[logged - 1], logged
+    means = interval_means(loss, int(logged[0]))
+    return means, logged[: means.size]
 
 
 def logged_layer_norms(logs: Path) -> list[np.ndarray]:
