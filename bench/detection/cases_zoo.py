@@ -244,8 +244,7 @@ def labels_as_logged(run: ZooRun, logged: np.ndarray, points: bool, window_max: 
     injected = run.spec.get("corrupt_steps") or []
     if injected:  # rule 6b: the injected corrupted batches the logged loss shows
         loss_logged, at = logged_loss(run.loss, logged, points, window_max)
-        window = max(zoo_labels.SMOOTH_MIN, run.loss.size // zoo_labels.SMOOTH_DIVISOR)
-        found = zoo_labels.injected_spikes(loss_logged, at, injected, window)
+        found = zoo_labels.injected_spikes(loss_logged, at, injected, zoo_labels.smoothing_window(run.loss.size))
         if found:
             labels["loss_spike"] = sorted(set(labels.get("loss_spike", [])) | set(found))
     return labels, creep
@@ -255,9 +254,8 @@ def logged_loss(loss: np.ndarray, logged: np.ndarray, points: bool, window_max: 
     """(the loss as the logs show it, the logged steps it is shown at): each logged step's own
     value, the maximum since the previous logged step (`window_max`, our hooks' `train/loss_max`)
     or, for interval means, the mean of each whole window (`interval_means`)."""
-    if window_max:
-        edges = np.concatenate(([0], logged))
-        return np.array([loss[a:b].max() if b > a else loss[b - 1] for a, b in zip(edges[:-1], edges[1:], strict=True)]), logged
+    if window_max:  # the windows (previous logged step, logged step]: starts 0, logged[0], ...
+        return np.maximum.reduceat(loss[: logged[-1]], np.concatenate(([0], logged[:-1]))), logged
     if points:
         return loss[logged - 1], logged
     means = interval_means(loss, int(logged[0]))

@@ -230,6 +230,11 @@ SLOWDOWN_MIN_SECONDS = 60.0
 SLOWDOWN_MIN_SHARE = 0.05
 
 
+def smoothing_window(steps: int) -> int:
+    """`W` of the module doc: the steps of `smooth`'s running median and of `initial`."""
+    return max(SMOOTH_MIN, steps // SMOOTH_DIVISOR)
+
+
 def running_median(values: np.ndarray, window: int) -> np.ndarray:
     """Centred NaN-skipping running median (the ends use the part of the window that exists)."""
     n = values.size
@@ -273,7 +278,7 @@ def label_run(loss: np.ndarray, grad: np.ndarray, visible_step,
     (default: every step's).
     """
     n = loss.size
-    window = max(SMOOTH_MIN, n // SMOOTH_DIVISOR)
+    window = smoothing_window(n)
     finite = np.isfinite(loss)
     labels: dict[str, list[int]] = {}
     creep = False
@@ -438,7 +443,7 @@ def start_levels(loss: np.ndarray) -> tuple[float, float] | None:
     finite = loss[np.isfinite(loss)]
     if not finite.size:
         return None
-    initial = float(np.median(finite[: max(SMOOTH_MIN, loss.size // SMOOTH_DIVISOR)]))
+    initial = float(np.median(finite[: smoothing_window(loss.size)]))
     return initial, untrained_level(loss, initial)
 
 

@@ -467,6 +467,7 @@ def loss_spikes(
         return []
     findings = []
     shift = log_shift(values)
+    residual = y - trend  # once: every excursion's rarity is judged on it (step 10)
     for first, end in excursions:
         start, stop = _core(z, first, end)
         width = stop - start
@@ -474,10 +475,10 @@ def loss_spikes(
                 (beside_nonfinite is not None and beside_nonfinite[start:stop].any()):
             continue  # too long, still open, or part of a NaN/Inf episode (module doc, steps 8-9)
         peak = start + int(np.argmax(z[start:stop]))
-        if y[peak] - trend[peak] < MIN_SPIKE_LOG or _routine(y - trend, first, end, start, stop):
+        if residual[peak] < MIN_SPIKE_LOG or _routine(residual, first, end, start, stop):
             continue
         baseline = float(loss_units(trend[peak], shift))  # the local trend at the peak, in loss units
-        ratio = float(np.exp(y[peak] - trend[peak]))
+        ratio = float(np.exp(residual[peak]))
         in_warmup = bool(warm[start])
         restart = int(steps[start - 1]) if start > 0 else None
         if in_warmup:
