@@ -1,6 +1,7 @@
 """False spike alarms on synthetic healthy runs: how many runs of pure noise get a spike warning.
 
     PYTHONPATH=. python bench/bench_spike_null.py [--before TREE] [--runs 400] [--families ...]
+        [--detector spikes|divergence]
 
 The zoo's healthy runs are few (50-60 a split) and their noise is whatever the trainings gave;
 this benchmark asks the spike detector the null question directly, many times: a falling loss
@@ -20,6 +21,8 @@ The other families are healthy by construction: no alarm is right. Heavy tails (
 fourfold jumps routine, which the detector's gross-jump rule (`spikes` step 7) calls spikes by
 design, so those families count many. `--before TREE` runs the same runs against another
 checkout of the package (e.g. the previous commit's) in a child process, and prints both.
+`--detector divergence` asks the divergence detector the same question (warnings and critical
+findings of `loss_divergence` on the same runs).
 """
 
 from __future__ import annotations
@@ -76,10 +79,13 @@ def healthy_run(family: str, points: int, rng: np.random.Generator) -> tuple[np.
     return np.arange(1, points + 1), np.exp(curve(points) + noise(family, points, rng))
 
 
-def count_alarmed(families: list[str], runs: int) -> dict[str, dict[int, int]]:
-    """Runs with a spike warning, per family and size, with the package importable here."""
+def count_alarmed(families: list[str], runs: int, detector: str = "spikes") -> dict[str, dict[int, int]]:
+    """Runs with an alarm of `detector`, per family and size, with the package importable here."""
+    from tb_health_plugin.analysis.detectors.divergence import loss_divergence
     from tb_health_plugin.analysis.detectors.schedule import infer_schedule
     from tb_health_plugin.analysis.detectors.spikes import loss_spikes
+
+    detect = loss_spikes if detector == "spikes" else loss_divergence
 
     counts: dict[str, dict[int, int]] = {}
     for family in families:
@@ -89,8 +95,8 @@ def count_alarmed(families: list[str], runs: int) -> dict[str, dict[int, int]]:
             alarmed = 0
             for _ in range(runs):
                 steps, loss = healthy_run(family, points, rng)
-                found = loss_spikes(steps, loss, "loss", infer_schedule(steps))
-                alarmed += any(f.severity == "warning" for f in found)
+                found = detect(steps, loss, "loss", infer_schedule(steps))
+                alarmed += any(f.severity in ("warning", "critical") for f in found)
             counts[family][points] = alarmed
     return counts
 
@@ -100,16 +106,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400, help="runs per family and size")
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument("--before", type=Path, help="another checkout of the package to compare")
+    parser.add_argument("--detector", choices=("spikes", "divergence"), default="spikes")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # the child's output
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(count_alarmed(args.families, args.runs)))
+        print(json.dumps(count_alarmed(args.families, args.runs, args.detector)))
         return
     columns = {"this tree": _counts_in(ROOT, args)}
     if args.before:
         columns["before"] = _counts_in(args.before.resolve(), args)
     names = list(columns)
-    print(f"runs with a spike warning, of {args.runs} healthy runs per family and size")
+    print(f"runs with a {args.detector} alarm, of {args.runs} healthy runs per family and size")
     print(f"{'family':12s} {'points':>6s} " + " ".join(f"{n:>10s}" for n in names))
     totals = dict.fromkeys(names, 0)
     for family in args.families:
@@ -125,7 +132,7 @@ def main() -> None:
 def _counts_in(tree: Path, args: argparse.Namespace) -> dict:
     """The counts with `tree`'s package, in a child process (both trees see the same runs)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--json", "--runs", str(args.runs),
-               "--families", *args.families]
+               "--detector", args.detector, "--families", *args.families]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=tree, env=env)
     return json.loads(done.stdout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tb_health_plugin.analysis.checks.loss import check_nonfinite
 from tb_health_plugin.analysis.detectors.divergence import loss_divergence
 from tb_health_plugin.analysis.detectors.nonfinite import nonfinite_values
 from tb_health_plugin.analysis.detectors.overfitting import overfitting
@@ -13,6 +14,8 @@ from tb_health_plugin.analysis.detectors.schedule import infer_schedule
 from tb_health_plugin.analysis.detectors.spikes import loss_spikes
 from tb_health_plugin.analysis.detectors.stall import stalled_convergence
 from tb_health_plugin.analysis.render import render_finding
+from tb_health_plugin.analysis.signals import RunSignals
+from tb_health_plugin.run_data import RunData, ScalarSeries
 
 
 def english(event) -> str:
@@ -213,6 +216,34 @@ def test_a_run_ending_in_nan_diverged_and_is_nonfinite():
     found = nonfinite_values(steps, values, "loss", "training_loss", always_critical=True)
     assert found[0].step == steps[450] and found[0].severity == "critical"
     assert str(int(steps[449])) in english(found[0])
+
+
+def test_a_series_finite_again_between_its_non_finite_points_does_not_stay_non_finite_from_the_first():
+    """zoo_seen9_118's gradient-free shape: interval means of 20 steps, an overflowed step now
+    and then making a mean Inf (steps 20-60, 140, and the last point, 220), the loss at 2.1 in
+    between. "Becomes inf at step 20 and stays non-finite to the end" was false; the finding
+    says how many points, and from where the non-finite end runs."""
+    steps = np.arange(20, 221, 20)
+    values = np.array([np.inf, np.inf, np.inf, 2.138, 2.13, 2.163, np.inf, 2.087, 2.084, 2.081, np.inf])
+    found = nonfinite_values(steps, values, "train/grad_norm", "gradient_norm")
+    text = english(found[0])
+    assert "stays non-finite to the end" not in text
+    assert "at 5 logged point(s), and from step 220 to the end" in text
+    assert found[0].severity == "critical" and found[0].evidence["nonfinite_to_end_from_step"] == 220
+    one_stretch = nonfinite_values(steps, np.where(steps >= 140, np.inf, 2.1), "loss", "gradient_norm")
+    assert "becomes inf at step 140 and stays non-finite to the end" in english(one_stretch[0])
+
+
+def test_the_end_of_a_divergence_after_earlier_non_finite_points_names_both_steps():
+    steps = np.arange(20, 221, 20)
+    values = np.array([np.inf, np.inf, np.inf, 2.138, 2.13, 2.163, np.inf, 2.087, 2.084, 2.081, np.inf])
+    run = RunData("hf", {"train/loss": ScalarSeries.from_lists(steps, values)})
+    loss = [f for f in check_nonfinite(RunSignals.from_run(run)) if f.tag == "train/loss"]
+    assert loss[0].evidence["part_of"] == "divergence"
+    text = english(loss[0])
+    assert "stays non-finite to the end" not in text
+    assert "inf at 5 logged point(s) from step 20, and from step 220 to the end" in text
+    assert "从第 220 步起直到结束" in render_finding(loss[0], "zh")["message"]
 
 
 def test_a_loss_bad_at_the_first_logged_point_is_never_finite_only_when_it_stays_bad():

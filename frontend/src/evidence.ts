@@ -66,6 +66,7 @@ export const FIELDS: Record<string, Field> = {
   noise_tail_nu: F('Noise tail (Student-t ν)', '噪声尾部（Student-t ν）'),
   nonfinite_from_step: F('Non-finite from step', '非有限值起始步', 'step'),
   nonfinite_points: F('Non-finite points', '非有限值点数', 'count'),
+  nonfinite_to_end_from_step: F('Non-finite to the end from step', '直到结束都为非有限值的起始步', 'step'),
   norm_after: F('Norm after', '之后的范数'),
   norm_before: F('Norm before', '之前的范数'),
   others_median_ms: F("Other ranks' median step time", '其他进程的单步耗时中位数', 'ms'),

@@ -35,12 +35,14 @@ def nonfinite_values(
     first = int(bad_steps[0])
     persists = bool(bad[-1])
     first_bad = int(np.argmax(bad))
+    finite_at = np.flatnonzero(~bad)
+    final_stretch = int(finite_at[-1]) + 1 if finite_at.size else 0  # where the non-finite end begins
     kinds = sorted({"nan" if np.isnan(v) else ("inf" if v > 0 else "-inf") for v in values[bad][:1000]})
     severity = "critical" if (persists or always_critical) else "warning"
     args = {
         "what": Phrase(f"series.{what}"),
         "nonfinite": "/".join(kinds),
-        "tail": Phrase("nonfinite.tail.persists" if persists else "nonfinite.tail.points"),
+        "tail": Phrase(_tail(persists, final_stretch == first_bad)),
         "then": Phrase(_what_then(bad, first_bad)),
     }
     if first_bad > 0:
@@ -59,10 +61,21 @@ def nonfinite_values(
                 "points": int(values.size),
                 "first_step": first,
                 "persists_to_end": persists,
+                "nonfinite_to_end_from_step": int(steps[final_stretch]) if persists else None,
                 "values": kinds,
             },
         )
     ]
+
+
+def _tail(persists: bool, from_first: bool) -> str:
+    """How the series ends: non-finite from its first bad point on, finite again in between and
+    non-finite at its end (interval means of 20 steps hold an overflowed step every few points,
+    the last among them: "stays non-finite to the end" from the first would be false), or
+    finite at its end."""
+    if persists:
+        return "nonfinite.tail.persists" if from_first else "nonfinite.tail.points_and_end"
+    return "nonfinite.tail.points"
 
 
 def _what_then(bad: np.ndarray, first_bad: int) -> str:
