@@ -208,6 +208,27 @@ def test_divergence_onset_is_reported_within_three_logged_points(interval):
     assert abs(found[0].step - steps[onset]) <= 3 * interval
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_blow_up_held_above_twice_the_start_is_found_when_the_converged_end_is_noisy(seed):
+    """zoo_seen9_123's shape: a quiet start at 2.08 falling to 0.3, a blow-up to a median of 9
+    for 130 of 2,600 steps (warm-up at a rate of 1.3), then a converged loss near zero whose
+    log-scale noise (sd 1.2) made the run's per-point sigma, and step 7's 6-sigma margin, so
+    wide (1,300x) that nothing was reported. Judged as a held level against the start's (the
+    median of the first points), it is a divergence; the same run without the blow-up has none."""
+    rng = np.random.default_rng(600 + seed)
+    steps = np.arange(1, 2601)
+    y = np.maximum(np.log(2.08) - np.clip(steps - 10, 0, None) / 15.0, np.log(0.3))
+    y += 0.02 * rng.standard_normal(steps.size)
+    tail = steps > 300
+    y[tail] = np.log(0.3) - (steps[tail] - 300) / 300.0 + 1.2 * rng.standard_normal(tail.sum())
+    assert loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps)) == []
+    y[40:170] = np.log(9.0) + 0.4 * rng.standard_normal(130)
+    found = loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps))
+    assert [(f.kind, f.severity) for f in found] == [("divergence", "warning")]
+    assert abs(found[0].step - 41) <= 2 and found[0].message == "divergence.far_above.learned_after"
+    assert "it came back and ends at" in english(found[0])
+
+
 def test_a_run_ending_in_nan_diverged_and_is_nonfinite():
     steps, y = curve(600, seed=7)
     values = np.exp(y)

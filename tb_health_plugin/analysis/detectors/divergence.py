@@ -78,7 +78,11 @@ Method (excess over the running best, on the log of the loss):
    spike: a warm-up bump lifts the current loss, which is below the start. What it needs is
    the start in the log: a log whose first point comes after an early blow-up (every 10th
    step from step 10) shows a descent from that point; our hooks and MindSpore's
-   SummaryCollector log step 1.
+   SummaryCollector log step 1. Where the margin is the noise's (a run converged to near zero
+   has a huge per-point sigma on the log scale), a stretch of more than `MAX_SPIKE_POINTS`
+   smoothed points above twice the start is judged as a held level instead: its median above
+   twice the start by `Z_EXCESS` standard errors of the two levels' difference
+   (`_held_above_start`).
 8. A rise that stays in the converged regime is no divergence: a loss bounded below by zero
    whose smoothed peak stays at or under `stall.CONVERGED_SHARE` (1%) of where the run started
    has fit its data (`stall.converged`), and on the log scale its batch noise there is huge (zoo_holdout_013: a
@@ -98,6 +102,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     MAD_TO_SIGMA,
     TINY_LOG_SCALE,
     log_loss,
+    robust_lag1_autocorrelation,
     robust_sigma,
     rolling_median,
     theil_sen,
@@ -119,6 +124,7 @@ SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onse
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
 ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
+MEDIAN_SD = 1.2533  # standard deviation of a median of m Gaussian values: 1.2533 sigma / sqrt(m)
 TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
 TREND_MAX_POINTS = 400
 
@@ -335,6 +341,9 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
         above[: _start_index(y, start_level) + 1] = False
         long = [(a, b) for a, b in runs_of_true(above) if b - a > MAX_SPIKE_POINTS]
         if not long:
+            start_level, long = _held_above_start(y, smooth)
+            margin = ENDS_ABOVE_START
+        if not long:
             return None
         first_far, last_far = long[0][0], long[0][1] - 1
         severity = "warning"
@@ -349,7 +358,7 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
         step=int(steps[onset]),
         end_step=int(steps[last_far]),
         tag=tag,
-        message="divergence.far_above",
+        message="divergence.far_above" if end_loss >= 1.0 else "divergence.far_above.learned_after",
         args={
             "what": Phrase(f"series.{what}"),
             "margin_factor": float(np.exp(margin)),
@@ -367,6 +376,40 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
             "last_healthy_step": last_healthy,
         },
     )
+
+
+def _held_above_start(y: np.ndarray, smooth: np.ndarray) -> tuple[float, list[tuple[int, int]]]:
+    """Step 7's level test: stretches of more than `MAX_SPIKE_POINTS` smoothed points above
+    twice the start whose median stands above twice the start by `Z_EXCESS` standard errors of
+    the difference of the two levels. The per-point noise of the whole run (step 7's margin)
+    is the wrong yardstick for a level held over many points, and a run that converged to
+    near zero has a huge one on the log scale: zoo_seen9_123 (SGD, rate 1.3) went from 2.08 to
+    a median of 9 for 95 points and back, with per-point sigma 1.2 from its converged end
+    (6 sigma: 1,500x). The start here is the median of the first `EDGE_POINTS` points, with
+    standard error 1.2533 sigma_0 / sqrt(`EDGE_POINTS`) (sigma_0 from the residuals of the first
+    `NOISE_TREND_WINDOW` points), not their lowest: the lowest of five noisy points lies about
+    1.2 sigma_0 below their level (a first version taking it found a "divergence" in a healthy
+    noisy run logged every 10th step, from a lucky 0.03 among 1.2, 1.1, 0.6, 0.3). The
+    stretch's level has standard error 1.2533 sigma_s / sqrt(k_eff) (the median of k points,
+    k_eff = k (1 - rho) / (1 + rho) for lag-1 autocorrelated noise, sigma_s and rho from the
+    stretch's own residuals around a `NOISE_TREND_WINDOW` median). Returns that start and the
+    stretches."""
+    head = min(y.size, NOISE_TREND_WINDOW)
+    residual = y - rolling_median(y, NOISE_TREND_WINDOW, edges="trend")
+    start = float(np.median(y[:EDGE_POINTS]))
+    start_error = MEDIAN_SD * robust_sigma(residual[:head]) / np.sqrt(EDGE_POINTS)
+    above = smooth - start > ENDS_ABOVE_START
+    above[:EDGE_POINTS] = False
+    held = []
+    for a, b in runs_of_true(above):
+        if b - a <= MAX_SPIKE_POINTS:
+            continue
+        rho = robust_lag1_autocorrelation(residual[a:b])
+        points = max(1.0, (b - a) * (1 - rho) / (1 + rho))
+        level_error = MEDIAN_SD * robust_sigma(residual[a:b]) / np.sqrt(points)
+        if float(np.median(y[a:b])) - start > ENDS_ABOVE_START + Z_EXCESS * np.hypot(level_error, start_error):
+            held.append((a, b))
+    return start, held
 
 
 def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, end_min) -> Event | None:

@@ -16,6 +16,7 @@ KIND = register(
             "divergence.nonfinite.never_finite",
             "divergence.nonfinite.first_interval",
             "divergence.far_above",
+            "divergence.far_above.learned_after",
             "divergence.far_above.restart",
             "divergence.far_above.from_init",
             "divergence.ended_above",
