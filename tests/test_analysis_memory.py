@@ -19,6 +19,7 @@ from tb_health_plugin.analysis.detectors.divergence import loss_divergence
 from tb_health_plugin.analysis.detectors.robust import (
     NoiseTail,
     cumulative_sum,
+    largest_indices,
     map_blocks,
     median_filter,
     rolling_median,
@@ -131,3 +132,13 @@ def test_elementwise_maps_and_running_sums_give_the_same_values():
     np.testing.assert_array_equal(map_blocks(special.log_ndtr, z), special.log_ndtr(z))
     np.testing.assert_array_equal(cumulative_sum(z), np.concatenate([[0.0], np.cumsum(z)]))
     np.testing.assert_array_equal(cumulative_sum(z > 0, dtype=np.int32), np.concatenate([[0], np.cumsum(z > 0)]))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_largest_values_block_by_block_are_the_whole_series_ones(monkeypatch, seed):
+    monkeypatch.setattr(robust, "BLOCK_POINTS", int(np.random.default_rng(seed).integers(1, 30)))
+    rng = np.random.default_rng(4000 + seed)
+    for _ in range(30):
+        x = rng.standard_t(3, size=int(rng.integers(1, 200)))
+        count = int(rng.integers(1, 12))
+        np.testing.assert_array_equal(largest_indices(x, count), np.argsort(-x, kind="stable")[:count])

@@ -113,3 +113,15 @@ def test_the_check_reports_it_once_in_both_languages_and_no_stall(tmp_path) -> N
     english = render_finding(found[0], "en")["message"]
     assert english.startswith("The loss climbed back from the best level it held") and "% of what it had learned" in english
     assert "回升" in render_finding(found[0], "zh")["message"]
+
+
+def test_a_loss_that_climbs_back_above_its_start_is_said_to_have_lost_all_it_learned() -> None:
+    # zoo_seen_022's report said "it lost 339% of what it had learned": it ended above its start
+    steps = np.arange(1, 312)
+    above = [(0.0, 2.16), (0.4, 1.4), (0.6, 1.5), (0.85, 2.45), (1.0, 2.45)]
+    found = climbed_back(steps, noisy(level_path(311, above), 0.1, 2), "loss")
+    assert found is not None and found.evidence["lost_share_of_learned"] > 1
+    english = render_finding(found, "en")["message"]
+    assert "at the end: above where it started (" in english and "it lost all it had learned" in english
+    assert "%" not in english
+    assert "全部失去" in render_finding(found, "zh")["message"]

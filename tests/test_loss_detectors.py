@@ -160,6 +160,7 @@ def test_a_blow_up_during_warm_up_that_never_comes_back_is_a_critical_divergence
     assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]
     assert found[0].step <= steps[3]
     assert found[0].evidence["ratio_end_to_start"] > 10
+    assert "worse than at initialisation" in english(found[0])  # 39x above its first points
 
 
 def test_one_step_spike_between_logged_points_is_visible_in_the_window_maximum():
@@ -529,3 +530,54 @@ def test_a_spike_s_baseline_is_its_trend_in_loss_units_even_in_a_steep_descent()
     shifted = loss - 0.2 - 1.0  # reaches below zero: log_loss shifts it, the baseline stays in loss units
     found = [f for f in loss_spikes(steps, shifted, "loss", infer_schedule(steps)) if f.evidence["peak_step"] in (61, 62)]
     assert len(found) == 1 and shifted.min() < found[0].evidence["baseline"] < found[0].evidence["peak_value"]
+
+
+# zoo_seen_079's logged loss (a real MindSpore MLP under momentum SGD at 0.2, warm-up to step 30
+# and cosine, logged every 5th step) to step 85: it fell from 2.05 to 0.80 within its first six
+# points, jumped to 5.4 at step 35 and sat at chance level (about 2.09) to the end
+COLLAPSE_STEPS = np.arange(5, 360, 5)
+COLLAPSE_HEAD = [2.048, 2.07, 1.97, 1.63, 1.042, 0.802, 5.446, 1.879, 3.229, 2.277, 2.037, 2.371, 2.357, 2.109,
+                 2.065, 2.242, 2.065]
+
+
+def collapsed_to_chance(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    tail = 2.09 * np.exp(0.02 * rng.standard_normal(COLLAPSE_STEPS.size - len(COLLAPSE_HEAD)))
+    lr = np.where(COLLAPSE_STEPS <= 30, 0.197 * COLLAPSE_STEPS / 30,
+                  0.004 + 0.193 * 0.5 * (1 + np.cos(np.pi * (COLLAPSE_STEPS - 30) / 325)))
+    return COLLAPSE_STEPS, np.array([*COLLAPSE_HEAD, *tail]), lr
+
+
+def test_a_run_back_at_its_first_logged_loss_is_not_said_to_end_worse_than_its_initialisation():
+    steps, loss, lr = collapsed_to_chance()
+    found = alarms(loss_divergence(steps, loss, "loss", infer_schedule(steps, steps, lr)))
+    assert [(f.kind, f.severity, f.step) for f in found] == [("divergence", "critical", 35)]
+    assert found[0].evidence["start_step"] == 25 and found[0].evidence["first_loss"] == 2.048
+    text = english(found[0])
+    assert "x above the lowest of its first logged points (1.042 at step 25; the first was 2.048)" in text
+    assert "the run lost what it had learned" in text and "worse than at initialisation" not in text
+    assert "restart from a checkpoint at or before step 30" in text
+
+
+def test_a_rise_after_a_fall_within_the_first_points_is_dated_from_where_it_rose():
+    # zoo_seen5_119 (logged every 10th step): 2.18, 2.0, 1.38, 0.548 at step 30, 4.2 at step 40,
+    # then chance level; the smoothed loss of its first points stands above twice their lowest,
+    # which had dated the rise at step 1 and advised no checkpoint
+    rng = np.random.default_rng(3)
+    steps = np.array([1, *range(10, 430, 10)])
+    loss = np.array([2.177, 2.0, 1.38, 0.548, 4.198, *(2.1 * np.exp(0.03 * rng.standard_normal(steps.size - 5)))])
+    found = alarms(loss_divergence(steps, loss, "train/loss", infer_schedule(steps)))
+    assert [(f.kind, f.severity, f.step) for f in found] == [("divergence", "critical", 40)]
+    assert found[0].evidence["peak_step"] == 40 and found[0].evidence["last_healthy_step"] == 30
+
+
+def test_the_peak_of_a_rise_far_above_the_start_is_within_it_not_an_earlier_spike():
+    rng = np.random.default_rng(4)
+    steps = np.arange(1, 301)
+    y = np.log(2.0) - 0.3 * np.minimum(steps, 50) / 50 + 0.02 * rng.standard_normal(steps.size)
+    y[24] = np.log(40.0)  # a one-point spike, the run's largest value
+    y[99:130] = np.log(9.0) + 0.02 * rng.standard_normal(31)  # a level held 4.5x above the start
+    found = [f for f in loss_divergence(steps, np.exp(y), "loss", infer_schedule(steps)) if f.kind == "divergence"]
+    assert [(f.severity, f.step) for f in found] == [("warning", 100)]
+    assert 100 <= found[0].evidence["peak_step"] <= 130 and found[0].evidence["peak_loss"] < 10
+    assert f"peaking at {found[0].evidence['peak_loss']:.4g} at step {found[0].evidence['peak_step']}" in english(found[0])

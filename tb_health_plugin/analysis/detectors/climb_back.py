@@ -110,7 +110,9 @@ def climbed_back(steps: np.ndarray, values: np.ndarray, tag: str, what: str = "l
         step=int(steps[onset]),
         tag=tag,
         message="divergence.climbed_back",
-        args={"what": Phrase(f"series.{what}")},
+        args={"what": Phrase(f"series.{what}"),  # "lost 339% of what it had learned" said nothing
+              "lost": Phrase("divergence.climbed_back.lost_all" if lost >= learned
+                             else "divergence.climbed_back.lost_share")},
         evidence={
             "start_loss": float(start_loss),
             "best_loss": float(best_loss),

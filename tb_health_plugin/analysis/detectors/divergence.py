@@ -50,12 +50,16 @@ Method (excess over the running best, on the log of the loss):
    of the untrained model is the highest a sane run should see again: the median of the last
    `EDGE_POINTS` smoothed points more than `max(Z_EXCESS sigma, ENDS_ABOVE_START)` above the
    lowest of the first `EDGE_POINTS` logged values (a blow-up can begin within them) is a
-   critical divergence, from the first point that rose beyond
-   that margin. `ENDS_ABOVE_START` = log(2): twice the initial loss at the end means the weights
+   critical divergence, from the first point after the start level's own that rose beyond
+   that margin (a rise follows its start, as in step 7). `ENDS_ABOVE_START` = log(2): twice the initial loss at the end means the weights
    are worse than the random initialisation, far beyond what noise, epoch effects or a
    data-mixture change do. When the logger recorded the lowest loss of each logging window
    (our hooks' `train/loss_min`), the first window's minimum is where the run started too: a
-   first window that averages a blow-up hides the start from the logged means.
+   first window that averages a blow-up hides the start from the logged means. The finding says
+   which level it compared with (`_StartSaid`): where the run started, when that is its first
+   logged point or the first window's minimum, else the lowest of its first points, and it
+   calls the weights worse than their initialisation only when the end also stands twice above
+   the first logged loss.
 7. A run whose loss went far above where it started, `FAR_ABOVE_START` = 100x for longer than
    a spike (the 5-point median, so at least 3 consecutive points), went through weights far
    worse than their random initialisation, whatever happened afterwards: critical, even when
@@ -330,7 +334,7 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
     margin = max(Z_EXCESS * sigma, FAR_ABOVE_START)
     far = smooth - start_level > margin
     far[:rise_from] = False
-    severity = "critical"
+    severity, held = "critical", False
     if far.any():
         first_far = int(np.argmax(far))
         last_far = int(np.flatnonzero(far)[-1])
@@ -342,16 +346,17 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
         long = [(a, b) for a, b in runs_of_true(above) if b - a > MAX_SPIKE_POINTS]
         if not long:
             start_level, long = _held_above_start(y, smooth)
-            margin = ENDS_ABOVE_START
+            margin, held = ENDS_ABOVE_START, True
         if not long:
             return None
         first_far, last_far = long[0][0], long[0][1] - 1
         severity = "warning"
     onset = _left_start(y, start_level, sigma, first_far)
-    peak = int(np.argmax(y))
+    peak = onset + int(np.argmax(y[onset : last_far + 1]))  # the event's own peak, not the run's
     ratio = float(np.exp(y[peak] - start_level))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
     end_loss = float(np.exp(np.median(smooth[-EDGE_POINTS:]) - start_level))
+    start = _StartSaid(y, start_level, held)
     return Event(
         kind="divergence",
         severity=severity,
@@ -362,10 +367,14 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
         args={
             "what": Phrase(f"series.{what}"),
             "margin_factor": float(np.exp(margin)),
+            "start": Phrase(start.phrase),
+            "claim": Phrase("divergence.far_above.worse_than_init" if start.is_untrained(y[peak])
+                            else "divergence.far_above.worse_than_reached"),
             "then": Phrase("divergence.far_above.restart" if onset > 1 else "divergence.far_above.from_init"),
         },
         evidence={
             "start_loss": _loss_value(values, y, start_level),
+            **start.evidence(steps, values),
             "peak_loss": float(values[peak]),
             "peak_step": int(steps[peak]),
             "ratio_peak_to_start": ratio,
@@ -376,6 +385,36 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
             "last_healthy_step": last_healthy,
         },
     )
+
+
+class _StartSaid:
+    """Which level steps 6 and 7 call the start, said as it is. The lowest of the first logged
+    points is the untrained loss when it is the first of them (or the first window's minimum,
+    before them all); when the run fell within those points (logged every 10th step, they span
+    50 steps) it is a level the run had reached, not where it started, and a loss back near its
+    first logged value is not "worse than at initialisation": zoo_seen_079 fell from 2.05 to 1.04
+    in its first five points (0.80 by step 30), jumped to 5.4 and sat at 2.09 to the end, "2x
+    above where it started (1.042): the weights are worse than at initialisation". `held`: the
+    level test's start, the median of the first points (`_held_above_start`)."""
+
+    def __init__(self, y: np.ndarray, start_level: float, held: bool = False) -> None:
+        self.first_level = float(y[0])
+        self.at = -1 if held else _start_index(y, start_level)
+        self.held = held
+
+    @property
+    def phrase(self) -> str:
+        if self.held:
+            return "divergence.start.median_of_first"
+        return "divergence.start.where" if self.at <= 0 else "divergence.start.early_low"
+
+    def is_untrained(self, level: float) -> bool:
+        """Whether `level` also stands twice above the first logged loss (always, when the start
+        is the first point or the first window's minimum, below it)."""
+        return self.held or self.at <= 0 or level - self.first_level > ENDS_ABOVE_START
+
+    def evidence(self, steps: np.ndarray, values: np.ndarray) -> dict:
+        return {"start_step": int(steps[self.at]) if self.at >= 0 else None, "first_loss": float(values[0])}
 
 
 def _held_above_start(y: np.ndarray, smooth: np.ndarray) -> tuple[float, list[tuple[int, int]]]:
@@ -393,7 +432,9 @@ def _held_above_start(y: np.ndarray, smooth: np.ndarray) -> tuple[float, list[tu
     stretch's level has standard error 1.2533 sigma_s / sqrt(k_eff) (the median of k points,
     k_eff = k (1 - rho) / (1 + rho) for lag-1 autocorrelated noise, sigma_s and rho from the
     stretch's own residuals around a `NOISE_TREND_WINDOW` median). Returns that start and the
-    stretches."""
+    stretches. The residuals are computed again here, not kept from step 2: this branch is
+    rarely taken, and holding them through the detector would cost 8 bytes a point of every run
+    (README, "Memory")."""
     head = min(y.size, NOISE_TREND_WINDOW)
     residual = y - rolling_median(y, NOISE_TREND_WINDOW, edges="trend")
     start = float(np.median(y[:EDGE_POINTS]))
@@ -425,9 +466,12 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, 
     margin = max(Z_EXCESS * sigma, ENDS_ABOVE_START)
     if end_level - start_level <= margin:
         return None
-    first_above = int(np.argmax(smooth - start_level > margin))
+    start = _StartSaid(y, start_level)
+    above = smooth - start_level > margin
+    above[: start.at + 1] = False  # a rise comes after the start it rose from (as in step 7)
+    first_above = int(np.argmax(above))
     onset = _left_start(y, start_level, sigma, first_above)
-    peak = int(np.argmax(y))
+    peak = onset + int(np.argmax(y[onset:]))  # the rise's own peak, not the run's
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
     ratio = float(np.exp(end_level - start_level))
     return Event(
@@ -438,11 +482,15 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, 
         message="divergence.ended_above",
         args={
             "what": Phrase(f"series.{what}"),
+            "start": Phrase(start.phrase),
+            "claim": Phrase("divergence.ended_above.worse_than_init" if start.is_untrained(end_level)
+                            else "divergence.ended_above.lost_learning"),
             "then": Phrase("divergence.ended_above.restart" if last_healthy is not None
                            else "divergence.ended_above.lower_lr"),
         },
         evidence={
             "start_loss": _loss_value(values, y, start_level),
+            **start.evidence(steps, values),
             "end_loss": _loss_value(values, y, end_level),
             "ratio_end_to_start": ratio,
             "peak_loss": float(values[peak]),

@@ -148,6 +148,19 @@ def map_blocks(function: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dtyp
     return out
 
 
+def largest_indices(x: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` largest values of `x`, largest first, found `BLOCK_POINTS` at a
+    time: a block's partition is the only temporary, not an argsort of the series."""
+    kept = np.empty(0, dtype=np.int64)
+    for start in range(0, x.size, BLOCK_POINTS):
+        block = x[start : start + BLOCK_POINTS]
+        top = np.argpartition(block, -count)[-count:] if block.size > count else np.arange(block.size)
+        kept = np.concatenate([kept, top + start])
+        if kept.size > count:
+            kept = kept[np.argpartition(x[kept], -count)[-count:]]
+    return kept[np.argsort(-x[kept], kind="stable")]
+
+
 def cumulative_sum(x: np.ndarray, dtype: type = np.float64) -> np.ndarray:
     """`concatenate([[0], cumsum(x)])` in one array, without the intermediate copy; the same
     values (a running sum adds one value after the other either way)."""

@@ -154,7 +154,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust import (
-    BLOCK_POINTS,
     DEFAULT_TAIL_NU,
     RESIDUAL_MAD_SHRINK,
     T_DEGREES,
@@ -162,6 +161,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     NoiseTail,
     cumulative_sum,
     fit_noise_tail,
+    largest_indices,
     log_loss,
     log_shift,
     loss_units,
@@ -393,7 +393,7 @@ def standing_alone(z: np.ndarray, settled: np.ndarray, test: ExcursionTest) -> n
     """
     out = np.zeros(z.size, dtype=bool)
     first = int(np.argmax(settled)) if settled.any() else z.size  # warm-up is a prefix of the steps
-    candidates = _largest(z[first:], ALONE_MAX_POINTS + 1) + first
+    candidates = largest_indices(z[first:], ALONE_MAX_POINTS + 1) + first
     candidates = candidates[z[candidates] > 0]
     if candidates.size < 2 or np.count_nonzero(z[first:] > 0) < MIN_POINTS // 2:
         return out  # too few points above the trend to be noise draws (a short run's median passes through them)
@@ -410,19 +410,6 @@ def standing_alone(z: np.ndarray, settled: np.ndarray, test: ExcursionTest) -> n
         flagged = k
     out[candidates[:flagged]] = True
     return out
-
-
-def _largest(x: np.ndarray, count: int) -> np.ndarray:
-    """Indices of the `count` largest values of `x`, largest first, found block by block (a
-    block's partition is the only temporary: memory, robust.py)."""
-    kept = np.empty(0, dtype=np.int64)
-    for start in range(0, x.size, BLOCK_POINTS):
-        block = x[start : start + BLOCK_POINTS]
-        top = np.argpartition(block, -count)[-count:] if block.size > count else np.arange(block.size)
-        kept = np.concatenate([kept, top + start])
-        if kept.size > count:
-            kept = kept[np.argpartition(x[kept], -count)[-count:]]
-    return kept[np.argsort(-x[kept], kind="stable")]
 
 
 def _clustered_extremes(z: np.ndarray) -> np.ndarray:
