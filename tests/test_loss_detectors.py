@@ -581,3 +581,16 @@ def test_the_peak_of_a_rise_far_above_the_start_is_within_it_not_an_earlier_spik
     assert [(f.severity, f.step) for f in found] == [("warning", 100)]
     assert 100 <= found[0].evidence["peak_step"] <= 130 and found[0].evidence["peak_loss"] < 10
     assert f"peaking at {found[0].evidence['peak_loss']:.4g} at step {found[0].evidence['peak_step']}" in english(found[0])
+
+
+def test_an_early_spike_after_the_rate_s_own_warm_up_is_said_to_be_early_not_in_warm_up():
+    # zoo_seen10_125 (a rate warmed up to step 95 of 3,661): a spike at step 439 fell within the
+    # first tenth of the steps, judged as warm-up, and was said to happen "during warm-up"
+    steps, y = curve(1000, interval=1, seed=3, noise=0.02)
+    lr = np.minimum(1.0, steps / 20) * 0.1  # the rate's warm-up ends at step 20
+    y = y.copy()
+    y[[9, 60]] += np.log(3.0)  # one spike in the rate's warm-up, one after it but in the first tenth
+    found = loss_spikes(steps, np.exp(y), "loss", infer_schedule(steps, steps, lr))
+    said = {f.step: english(f) for f in found if f.kind == "loss_spike"}
+    assert all(f.severity == "info" for f in found) and set(said) == {10, 61}
+    assert "during warm-up" in said[10] and "early in the run" in said[61] and "warm-up" not in said[61]

@@ -47,6 +47,9 @@ class Schedule:
     warmup_end_step: int
     lr_at_steps: np.ndarray | None
     lr_peak: float | None
+    # where the logged rate itself first reaches 95% of its peak, when it rises at the start; a
+    # point after it and before `warmup_end_step` is early in the run, not in warm-up (the wording)
+    lr_warmup_end_step: int | None = None
 
     def high_lr_mask(self) -> np.ndarray | None:
         if self.lr_at_steps is None or not self.lr_peak:
@@ -74,5 +77,6 @@ def infer_schedule(
     peak = float(lr_values.max())
     at_loss = np.interp(loss_steps, lr_steps, lr_values)
     rises = lr_values[0] < WARMUP_REACHED_SHARE * peak
-    warmup_end = int(lr_steps[np.argmax(lr_values >= WARMUP_REACHED_SHARE * peak)]) if rises else fallback
-    return Schedule(max(warmup_end, fallback), at_loss, peak)
+    rate_warmup_end = int(lr_steps[np.argmax(lr_values >= WARMUP_REACHED_SHARE * peak)]) if rises else None
+    warmup_end = fallback if rate_warmup_end is None else max(rate_warmup_end, fallback)
+    return Schedule(warmup_end, at_loss, peak, rate_warmup_end)

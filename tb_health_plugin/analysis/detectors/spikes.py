@@ -113,7 +113,10 @@ this run shows it), never against the mean loss.
    On the labelled benchmark, the excursions found between 10% and 20% were false ones, but
    for one labelled spike that the run's window maxima show at 4.1x. One longer than
    `MAX_WIDTH_POINTS` = 8 or still open at the end of the run is not a spike here (the
-   divergence detector owns it). Excursions that start during warm-up are `info` only.
+   divergence detector owns it). Excursions that start during warm-up are `info` only
+   (`schedule.warmup_end_step`, at least the first tenth of the steps); the finding says "during
+   warm-up" before the logged rate's own warm-up ends, "early in the run" after it or without a
+   logged rate.
 9. An excursion next to a non-finite point (the logged point just before or after one of its
    points is NaN or Inf) is part of that numerical failure, not a spike: the update that
    overflowed also produced the odd finite values around it, and the trend and noise there are
@@ -550,8 +553,9 @@ def loss_spikes(
         ratio = float(np.exp(residual[peak]))
         in_warmup = bool(warm[start])
         restart = int(steps[start - 1]) if start > 0 else None
-        if in_warmup:
-            tail = "loss_spike.tail.warmup"
+        if in_warmup:  # "during warm-up" only where the logged rate was still warming up
+            rate_warming = schedule.lr_warmup_end_step is not None and steps[start] < schedule.lr_warmup_end_step
+            tail = "loss_spike.tail.warmup" if rate_warming else "loss_spike.tail.early"
         else:
             tail = "loss_spike.tail.restart" if restart is not None else "loss_spike.tail.first_batches"
         findings.append(

@@ -12,6 +12,7 @@ KIND = register(
             "loss_spike.points.one",
             "loss_spike.points.many",
             "loss_spike.tail.warmup",
+            "loss_spike.tail.early",
             "loss_spike.tail.restart",
             "loss_spike.tail.first_batches",
             "loss_spike.long",
