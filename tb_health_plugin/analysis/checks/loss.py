@@ -70,17 +70,25 @@ def check_nonfinite(signals: RunSignals) -> list[Event]:
     return findings
 
 
+# (non-finite earlier and finite again before the end, gradient norm folded in) -> message
+END_OF_DIVERGENCE = {
+    (False, False): "nonfinite.end_of_divergence",
+    (False, True): "nonfinite.end_of_divergence.gradient_too",
+    (True, False): "nonfinite.end_of_divergence.after_earlier",
+    (True, True): "nonfinite.end_of_divergence.after_earlier.gradient_too",
+}
+
+
 def _as_end_of_divergence(loss: Event, grad_found: list[Event]) -> tuple[list[Event], list[Event]]:
     """The loss's non-finite finding as the end of its divergence, the gradient norm folded in
     when it went non-finite at the same logged step or later. A loss that was non-finite
     earlier and finite again before its non-finite end says so, with both steps."""
     with_grad = [g for g in grad_found if g.step >= loss.step]
     earlier = loss.evidence["nonfinite_to_end_from_step"] != loss.step
-    message = "nonfinite.end_of_divergence.after_earlier" if earlier else "nonfinite.end_of_divergence"
+    message = END_OF_DIVERGENCE[earlier, bool(with_grad)]
     evidence = dict(loss.evidence, part_of="divergence")
     if with_grad:
         evidence["gradient_norm_nonfinite_from_step"] = with_grad[0].step
-        message += ".gradient_too"
     args = {"nonfinite": "/".join(loss.evidence["values"])}
     merged = replace(loss, message=message, evidence=evidence, args=args)
     return [merged], [g for g in grad_found if g.step < loss.step]

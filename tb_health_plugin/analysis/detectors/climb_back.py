@@ -51,12 +51,12 @@ import numpy as np
 
 from tb_health_plugin.analysis.detectors.divergence import (
     EDGE_POINTS,
-    MEDIAN_SD,
     NOISE_TREND_WINDOW,
     SMOOTH_WINDOW,
     Z_EXCESS,
 )
 from tb_health_plugin.analysis.detectors.robust import (
+    MEDIAN_SD,
     TINY_LOG_SCALE,
     odd_window,
     robust_lag1_autocorrelation,

@@ -104,7 +104,9 @@ import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust import (
     MAD_TO_SIGMA,
+    MEDIAN_SD,
     TINY_LOG_SCALE,
+    independent_points,
     log_loss,
     robust_lag1_autocorrelation,
     robust_sigma,
@@ -128,7 +130,6 @@ SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onse
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
 ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
-MEDIAN_SD = 1.2533  # standard deviation of a median of m Gaussian values: 1.2533 sigma / sqrt(m)
 TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
 TREND_MAX_POINTS = 400
 
@@ -410,8 +411,9 @@ class _StartSaid:
 
     def is_untrained(self, level: float) -> bool:
         """Whether `level` also stands twice above the first logged loss (always, when the start
-        is the first point or the first window's minimum, below it)."""
-        return self.held or self.at <= 0 or level - self.first_level > ENDS_ABOVE_START
+        is the first point or the first window's minimum, below it; the level test's median of
+        the first points is not: a run can fall within them)."""
+        return (self.at <= 0 and not self.held) or level - self.first_level > ENDS_ABOVE_START
 
     def evidence(self, steps: np.ndarray, values: np.ndarray) -> dict:
         return {"start_step": int(steps[self.at]) if self.at >= 0 else None, "first_loss": float(values[0])}
@@ -446,8 +448,7 @@ def _held_above_start(y: np.ndarray, smooth: np.ndarray) -> tuple[float, list[tu
         if b - a <= MAX_SPIKE_POINTS:
             continue
         rho = robust_lag1_autocorrelation(residual[a:b])
-        points = max(1.0, (b - a) * (1 - rho) / (1 + rho))
-        level_error = MEDIAN_SD * robust_sigma(residual[a:b]) / np.sqrt(points)
+        level_error = MEDIAN_SD * robust_sigma(residual[a:b]) / np.sqrt(independent_points(b - a, rho))
         if float(np.median(y[a:b])) - start > ENDS_ABOVE_START + Z_EXCESS * np.hypot(level_error, start_error):
             held.append((a, b))
     return start, held

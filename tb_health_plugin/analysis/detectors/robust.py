@@ -225,6 +225,16 @@ def robust_sigma(x: np.ndarray) -> float:
     return MAD_TO_SIGMA * mad(x)
 
 
+MEDIAN_SD = 1.2533  # standard deviation of a median of m Gaussian values: 1.2533 sigma / sqrt(m)
+
+
+def independent_points(points, rho: float):
+    """What `points` lag-1 autocorrelated values (coefficient `rho`) are worth as independent ones
+    in a mean or a sum, at least one: points (1 - rho) / (1 + rho), the variance ratio of an AR(1)
+    mean (Brown's correction, for Fisher's method)."""
+    return np.maximum(1.0, points * (1 - rho) / (1 + rho))
+
+
 def robust_lag1_autocorrelation(residual: np.ndarray) -> float:
     """Lag-1 autocorrelation from the MADs of the residuals and of their first differences.
 

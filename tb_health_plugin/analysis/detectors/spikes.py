@@ -164,6 +164,7 @@ from tb_health_plugin.analysis.detectors.robust import (
     NoiseTail,
     cumulative_sum,
     fit_noise_tail,
+    independent_points,
     largest_indices,
     log_loss,
     log_shift,
@@ -256,7 +257,7 @@ class ExcursionTest:
     def statistic_threshold(self, width: int) -> float:
         """Level of the sum of surprises over `width` points that has probability `per_test`."""
         from scipy import special
-        effective = max(1.0, width * (1 - self.rho) / (1 + self.rho))
+        effective = independent_points(width, self.rho)
         return float(special.gammainccinv(effective, self.per_test) * width / effective)
 
 
@@ -407,7 +408,7 @@ def standing_alone(z: np.ndarray, settled: np.ndarray, test: ExcursionTest) -> n
     flagged = 0
     for k in range(1, gaps.size + 1):  # is the k-th largest noise? (then so is every point below it)
         noise_points = np.arange(1, gaps.size - k + 2)  # X(k) .. X(m) for m = k, k + 1, ...
-        effective = np.maximum(1.0, noise_points * (1 - test.rho) / (1 + test.rho))
+        effective = independent_points(noise_points, test.rho)
         if not np.any(effective * gaps[k - 1:] <= level):
             break
         flagged = k
