@@ -309,7 +309,7 @@ DEFAULT_TAIL_NU = 3.0  # minibatch-noise default, also used when too few points 
 CENSORED_SHARE = 0.03  # the largest 3% of positive residuals enter the fit only as "above c"
 
 
-def fit_noise_tail(z: np.ndarray) -> NoiseTail:
+def fit_noise_tail(z: np.ndarray, censor_at_least: int = 1) -> NoiseTail:
     """Fit the Student-t degrees of freedom of a run's upper residual tail by censored likelihood.
 
     Method: the positive residuals x (spikes are upward, and a skewed series such as a window
@@ -320,7 +320,9 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
     cannot drag the fit towards a heavier tail, while the shape between the median and the
     97th percentile still separates a Gaussian from a t3 (a likelihood uses every point, so it
     sees a heavy tail under a bulk that looks Gaussian, such as interval-averaged heavy-tailed
-    losses). The `nu` of highest likelihood wins; with fewer than 20 points we assume nu = 3.
+    losses). `censor_at_least` raises the count of censored points (a test of the largest few
+    censors all of them, so they cannot set their own null). The `nu` of highest likelihood
+    wins; with fewer than 20 points we assume nu = 3.
     """
     from scipy import special
     x = np.sort(z[np.isfinite(z) & (z > 0)])
@@ -329,7 +331,7 @@ def fit_noise_tail(z: np.ndarray) -> NoiseTail:
         return fallback
     if x.size > MAX_TAIL_FIT_POINTS:
         x = x[np.linspace(0, x.size - 1, MAX_TAIL_FIT_POINTS).astype(int)]
-    censored = max(1, int(np.ceil(CENSORED_SHARE * x.size)))
+    censored = max(censor_at_least, int(np.ceil(CENSORED_SHARE * x.size)))
     body, cut = x[:-censored], x[-censored - 1]
     median = float(np.median(x))
     if median <= 0:
