@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.bench_spike_null import converged_classifier
 from tb_health_plugin.analysis.checks.loss import check_nonfinite
 from tb_health_plugin.analysis.detectors.divergence import loss_divergence
 from tb_health_plugin.analysis.detectors.nonfinite import nonfinite_values
@@ -78,16 +79,9 @@ def test_a_two_step_bad_batch_in_a_very_noisy_per_step_log_is_a_spike(seed):
     assert int(steps[250]) in [f.step for f in found]
 
 
-def converged_classifier(seed: int, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """Per-step loss of a classifier that converges from ln 8 towards 0.003: log-normal minibatch
-    noise, and once converged 5% hard batches at 10-40x the trend (0.03-0.1, as real zoo
-    trainings show next to a trend of 0.002-0.01)."""
-    rng = np.random.default_rng(seed)
-    steps = np.arange(1, points + 1)
-    y = np.log(0.003 + 2.1 * (1 + steps / 8.0) ** -1.6) + 0.5 * rng.standard_normal(points)
-    hard = (rng.random(points) < 0.05) & (steps > 150)
-    y[hard] += np.log(rng.uniform(10, 40, hard.sum()))
-    return steps, np.exp(y)
+def classifier_run(seed: int, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """`bench_spike_null.converged_classifier`: a converged classifier's loss with hard batches."""
+    return converged_classifier(points, np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("seed", [2, 9])
@@ -95,14 +89,14 @@ def test_hard_batches_of_a_converged_classifier_are_not_gross_spikes(seed):
     # Hard batches 10-40x above the trend (a "gross" ratio), yet 0.05-0.3 against a start of
     # 2.1, and as common as the heavy tail of the noise says (seeds where such a batch stands
     # out most: the rule on the ratio alone called them spikes).
-    steps, values = converged_classifier(seed)
+    steps, values = classifier_run(seed)
     trend = 0.003 + 2.1 * (1 + steps / 8.0) ** -1.6
     assert np.any(values[150:] > 10 * trend[150:])  # the trap is real
     assert alarms(loss_spikes(steps, values, "loss", infer_schedule(steps))) == []
 
 
 def test_a_corrupted_batch_in_a_converged_classifier_is_still_a_spike():
-    steps, values = converged_classifier(2)
+    steps, values = classifier_run(2)
     values[300:302] += 3 * 2.1  # two steps of a corrupted batch: three times the starting loss
     found = alarms(loss_spikes(steps, values, "loss", infer_schedule(steps)))
     assert [f.step for f in found] == [int(steps[300])]

@@ -212,3 +212,21 @@ def test_corrupted_batches_in_a_short_log_do_not_make_their_own_null_heavy():
         found_batches += len(found)
         total += count
     assert total == 97 and found_batches >= 32
+
+
+def test_two_corrupted_batches_in_a_stuck_run_s_44_window_maxima_are_found():
+    # zoo_seen_050's `train/loss_max` as logged (a float16 classifier stuck at 2.11, every 10th
+    # step; the values are whole 1024ths): two corrupted batches 1.8x above a loss that otherwise
+    # moves by 1%. Of its 22 points above the trend they are two, and the scans' fit, with them,
+    # came out Cauchy; step 7b fits again with its candidates censored, and those do not count
+    # towards the 20 points a fit needs, so with 13 left it takes t3 (module doc, step 7b).
+    # Before: no spike.
+    steps = np.array([1, *range(10, 421, 10), 422])
+    values = np.array([
+        2162, 2164, 2174, 2172, 2160, 2180, 2186, 2178, 2158, 2162, 2162, 2156, 2166, 2172, 2170,
+        2166, 2164, 2168, 2160, 3962, 2160, 2172, 2166, 2154, 2160, 2154, 2166, 2178, 2158, 2148,
+        2154, 2164, 2144, 2160, 3886, 2150, 2164, 2152, 2166, 2166, 2148, 2152, 2174, 2142,
+    ]) / 1024
+    rate_steps = steps[:-1]
+    schedule = infer_schedule(steps, rate_steps, np.full(rate_steps.size, 2.78463649e-05))
+    assert spike_steps(loss_spikes(steps, values, "loss", schedule)) == [190, 340]

@@ -322,12 +322,12 @@ def fit_noise_tail(z: np.ndarray, censor_at_least: int = 1) -> NoiseTail:
     sees a heavy tail under a bulk that looks Gaussian, such as interval-averaged heavy-tailed
     losses). `censor_at_least` raises the count of censored points (a test of the largest few
     censors all of them, so they cannot set their own null). The `nu` of highest likelihood
-    wins; with fewer than 20 points we assume nu = 3.
+    wins; with fewer than 20 points (not counting those extra censored ones) we assume nu = 3.
     """
     from scipy import special
     x = np.sort(z[np.isfinite(z) & (z > 0)])
     fallback = NoiseTail(3.0, RESIDUAL_MAD_SHRINK[T_DEGREES.index(3.0)])
-    if x.size < 20:
+    if x.size - (censor_at_least - 1) < 20:  # the extra censored points do not count
         return fallback
     if x.size > MAX_TAIL_FIT_POINTS:
         x = x[np.linspace(0, x.size - 1, MAX_TAIL_FIT_POINTS).astype(int)]
