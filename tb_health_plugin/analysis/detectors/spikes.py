@@ -407,9 +407,8 @@ def standing_alone(z: np.ndarray, settled: np.ndarray, test: ExcursionTest) -> n
     (sf(X(m)) / sf(x)) ** (m - k + 1): exact for any tail, in the run's own units, whatever the
     MAD says about the scale. The tail is t3 (`PRIOR_TAIL`) or, where the scans' fit is
     heavier, that fit made again with the candidates censored (they cannot make their own null
-    heavy), if it is still heavier; n
-    points count as n (1 - rho) / (1 + rho) independent ones (Brown's
-    correction, as in step 5).
+    heavy), if it is still heavier; n points count as n (1 - rho) / (1 + rho) independent ones
+    (Brown's correction, as in step 5).
     Not tested with fewer than `MIN_POINTS` / 2 settled points above the trend: a running median
     longer than the run passes through most of its points (residual 0, z-scores of 1e5 against
     a MAD at its floor), and the few left are no sample of the noise.
