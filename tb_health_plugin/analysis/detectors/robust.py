@@ -302,11 +302,13 @@ def _t_mads() -> tuple[float, ...]:
 
 
 MAX_TAIL_FIT_POINTS = 2000  # a strided subsample keeps the fit at a millisecond per series
+MIN_TAIL_FIT_POINTS = 20  # fewer positive residuals fit no tail: the default t3 is assumed
 # Log-likelihood margin within which the heavier tail is kept: 1.92 is the 95% likelihood
 # interval of one parameter (chi2(1) 0.95 quantile / 2); 2 rounds it up.
 TAIL_SELECTION_MARGIN = 2.0
 DEFAULT_TAIL_NU = 3.0  # minibatch-noise default, also used when too few points to fit
 CENSORED_SHARE = 0.03  # the largest 3% of positive residuals enter the fit only as "above c"
+DEFAULT_TAIL = NoiseTail(DEFAULT_TAIL_NU, RESIDUAL_MAD_SHRINK[T_DEGREES.index(DEFAULT_TAIL_NU)])
 
 
 def fit_noise_tail(z: np.ndarray, censor_at_least: int = 1) -> NoiseTail:
@@ -322,20 +324,21 @@ def fit_noise_tail(z: np.ndarray, censor_at_least: int = 1) -> NoiseTail:
     sees a heavy tail under a bulk that looks Gaussian, such as interval-averaged heavy-tailed
     losses). `censor_at_least` raises the count of censored points (a test of the largest few
     censors all of them, so they cannot set their own null). The `nu` of highest likelihood
-    wins; with fewer than 20 points (not counting those extra censored ones) we assume nu = 3.
+    wins; with fewer than `MIN_TAIL_FIT_POINTS` (not counting those extra censored ones) we
+    assume nu = 3.
     """
     from scipy import special
     x = np.sort(z[np.isfinite(z) & (z > 0)])
-    fallback = NoiseTail(3.0, RESIDUAL_MAD_SHRINK[T_DEGREES.index(3.0)])
-    if x.size - (censor_at_least - 1) < 20:  # the extra censored points do not count
-        return fallback
+    extra_censored = censor_at_least - 1  # beyond the one every fit censors: they do not count
+    if x.size - extra_censored < MIN_TAIL_FIT_POINTS:
+        return DEFAULT_TAIL
     if x.size > MAX_TAIL_FIT_POINTS:
         x = x[np.linspace(0, x.size - 1, MAX_TAIL_FIT_POINTS).astype(int)]
     censored = max(censor_at_least, int(np.ceil(CENSORED_SHARE * x.size)))
     body, cut = x[:-censored], x[-censored - 1]
     median = float(np.median(x))
     if median <= 0:
-        return fallback
+        return DEFAULT_TAIL
     body2 = body**2
     logliks = []
     for index, nu in enumerate(T_DEGREES):

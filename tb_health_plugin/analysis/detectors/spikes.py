@@ -94,7 +94,7 @@ this run shows it), never against the mean loss.
    A fit heavier than t3 is made again without the values of the points under test: the
    `ALONE_MAX_POINTS` + 1 largest enter it only as "above the next one" (censored:
    `robust.fit_noise_tail`'s `censor_at_least`), and they do not count towards the 20 points a
-   fit needs (fewer: t3). Censoring keeps the likelihood right when they are noise (it drops
+   fit needs (`robust.MIN_TAIL_FIT_POINTS`; fewer: t3). Censoring keeps the likelihood right when they are noise (it drops
    only what their exact values say) and stops them from choosing their own null when they are
    not: the scans' fit censors 3% of the points, one on a short log, so two or three corrupted
    batches among 40-90 logged points made it Cauchy (z of 30-220 against 2-4 for every other
@@ -174,9 +174,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tb_health_plugin.analysis.detectors.robust import (
+    DEFAULT_TAIL,
     DEFAULT_TAIL_NU,
-    RESIDUAL_MAD_SHRINK,
-    T_DEGREES,
     TINY_LOG_SCALE,
     NoiseTail,
     cumulative_sum,
@@ -227,7 +226,6 @@ MAX_PASSES = 4  # noise re-estimations without the excursions found so far
 # A spike is a height the run seldom reaches (step 10): at most this share of the logged points
 # around it may hold other excursions that come within `MIN_SPIKE_LOG` of its height.
 ROUTINE_SHARE = 0.05
-PRIOR_TAIL = NoiseTail(DEFAULT_TAIL_NU, RESIDUAL_MAD_SHRINK[T_DEGREES.index(DEFAULT_TAIL_NU)])
 
 
 def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -405,7 +403,7 @@ def standing_alone(z: np.ndarray, settled: np.ndarray, test: ExcursionTest) -> n
     Under "the k-th largest is noise", given the (m+1)-th largest x, the points from the k-th
     to the m-th are m - k + 1 independent draws beyond x, so all reach X(m) with probability
     (sf(X(m)) / sf(x)) ** (m - k + 1): exact for any tail, in the run's own units, whatever the
-    MAD says about the scale. The tail is t3 (`PRIOR_TAIL`) or, where the scans' fit is
+    MAD says about the scale. The tail is t3 (`DEFAULT_TAIL`) or, where the scans' fit is
     heavier, that fit made again with the candidates censored (they cannot make their own null
     heavy), if it is still heavier; n points count as n (1 - rho) / (1 + rho) independent ones
     (Brown's correction, as in step 5).
@@ -419,10 +417,10 @@ def standing_alone(z: np.ndarray, settled: np.ndarray, test: ExcursionTest) -> n
     candidates = candidates[z[candidates] > 0]
     if candidates.size < 2 or np.count_nonzero(z[first:] > 0) < MIN_POINTS // 2:
         return out  # too few points above the trend to be noise draws (a short run's median passes through them)
-    tail = PRIOR_TAIL
+    tail = DEFAULT_TAIL
     if test.tail.nu < DEFAULT_TAIL_NU:  # heavier than t3: fit again without the candidates' values
         refitted = fit_noise_tail(z[settled], censor_at_least=ALONE_MAX_POINTS + 1)
-        tail = refitted if refitted.nu < DEFAULT_TAIL_NU else PRIOR_TAIL
+        tail = refitted if refitted.nu < DEFAULT_TAIL_NU else DEFAULT_TAIL
     log_sf = tail.log_sf(z[candidates])
     gaps = log_sf[:-1] - log_sf[1:]  # log (sf(X(m)) / sf(X(m + 1))), m = 1, 2, ...
     level = np.log(ALONE_ALPHA / ALONE_MAX_POINTS)
@@ -449,7 +447,7 @@ def _clustered_extremes(z: np.ndarray) -> np.ndarray:
     for width in SCREEN_WIDTHS:
         if z.size < width:
             continue
-        above = (z > PRIOR_TAIL.threshold(SCREEN_WINDOW_P ** (1.0 / width))).astype(np.int64)
+        above = (z > DEFAULT_TAIL.threshold(SCREEN_WINDOW_P ** (1.0 / width))).astype(np.int64)
         counts = np.convolve(above, np.ones(width, dtype=np.int64), mode="valid")
         out |= _spread(counts == width, width, z.size)
     return out
