@@ -130,6 +130,14 @@ def small_logs(root: Path) -> Path:
     return root
 
 
+def holding_analyses_on(hold: Path) -> dict[str, str]:
+    """The environment of a TensorBoard whose worker starts no analysis while `hold` exists
+    (`tests/hold_analysis/sitecustomize.py`)."""
+    hook = str(Path(__file__).parent / "hold_analysis")
+    path = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, TB_HEALTH_TEST_HOLD_ANALYSIS=str(hold))
+
+
 def runs_of(base: str) -> dict:
     return get_json(f"{base}{PREFIX}/runs", timeout=120)
 
@@ -146,14 +154,16 @@ def all_analysed(base: str) -> dict | None:
 def test_the_runs_route_answers_while_a_long_analysis_runs(tmp_path, load_fast):
     """New data whose analysis takes long: `runs` answers meanwhile with the last complete report,
     the run marked `analysing`, and then with the new report."""
-    small_logs(tmp_path)
-    with running_tensorboard(tmp_path, load_fast=load_fast) as base:
+    logdir, hold = small_logs(tmp_path / "logs"), tmp_path / "hold"
+    with running_tensorboard(logdir, load_fast=load_fast, env=holding_analyses_on(hold)) as base:
         wait_for(lambda: all_analysed(base), "every run analysed")
         before = {r["run"]: r for r in runs_of(base)["runs"]}
         assert before["spiky"]["steps"] == {"first": 0, "last": 299} and not before["spiky"]["analysing"]
-        # a noisy series of many points: its analysis takes seconds even on an idle machine
-        steps = np.arange(300, 120_300)
-        append_loss(tmp_path / "spiky", steps, np.random.default_rng(0).random(steps.size) + 0.5)
+        # an analysis as long as this test needs: held until `hold` is removed (a fast analysis
+        # on a loaded machine was over before a request saw it)
+        hold.touch()
+        steps = np.arange(300, 3_300)
+        append_loss(logdir / "spiky", steps, np.random.default_rng(0).random(steps.size) + 0.5)
 
         def seen_analysing():
             body = runs_of(base)
@@ -168,9 +178,10 @@ def test_the_runs_route_answers_while_a_long_analysis_runs(tmp_path, load_fast):
         assert spiky["status"] == before["spiky"]["status"]
         assert {r["run"] for r in during["runs"]} == set(before)
 
+        hold.unlink()
         after = wait_for(lambda: all_analysed(base), "the new data analysed")
         spiky = next(r for r in after["runs"] if r["run"] == "spiky")
-        assert spiky["steps"] == {"first": 0, "last": 120_299} and not spiky["analysing"]
+        assert spiky["steps"] == {"first": 0, "last": 3_299} and not spiky["analysing"]
 
 
 def test_routes_answer_from_what_was_analysed_while_the_worker_is_frozen(tmp_path):
