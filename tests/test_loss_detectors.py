@@ -14,6 +14,7 @@ from tb_health_plugin.analysis.detectors.robust import fit_noise_tail, log_loss,
 from tb_health_plugin.analysis.detectors.schedule import infer_schedule
 from tb_health_plugin.analysis.detectors.spikes import loss_spikes
 from tb_health_plugin.analysis.detectors.stall import stalled_convergence
+from tb_health_plugin.analysis.diagnosis import loss_spike_cause
 from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import RunData, ScalarSeries
@@ -181,6 +182,23 @@ CONVERGED_THEN_MOVED = np.array([
     0.00134, 0.000564, 0.00159, 0.00215, 0.000782, 0.00147, 0.00107, 0.000647, 0.00418, 0.00101,
     0.00075, 0.00092, 0.000757, 0.000614, 0.000892, 0.00256, 0.00136, 0.000504, 0.000624,
 ])
+
+
+@pytest.mark.parametrize("floor, severity", [(0.006, "info"), (0.5, "warning")])
+def test_a_spike_whose_peak_stays_in_the_converged_regime_is_info(floor, severity):
+    # A classifier from about 1.5 down to `floor`, its logged means steady to 1%, lifted 1.35x for
+    # three points: significant either way; at 0.006 the peak (0.008) is under 1% of the start
+    # (zoo_seen3_122), at 0.5 it is a quarter of it.
+    steps = np.arange(1, 601)
+    values = np.exp(np.log(floor + (2.09 - floor) * (1 + steps / 8.0) ** -1.6)
+                    + 0.01 * np.random.default_rng(0).standard_normal(steps.size))
+    values[400:403] *= 1.35
+    found = loss_spikes(steps, values, "loss", infer_schedule(steps))
+    assert [(f.step, f.severity) for f in found] == [(401, severity)]
+    assert found[0].evidence["start_loss"] == pytest.approx(np.median(values[:3]))  # stall.start_level
+    assert ("at most 1% of the loss the run started from" in english(found[0])) == (severity == "info")
+    if severity == "info":  # harmless: no likely cause to chase, no advice
+        assert loss_spike_cause(found[0], found, RunSignals.from_run(RunData("r"))) == (None, {})
 
 
 def test_a_rise_that_stays_under_a_hundredth_of_the_start_is_no_divergence():

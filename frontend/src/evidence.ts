@@ -48,6 +48,7 @@ export const FIELDS: Record<string, Field> = {
   floor_lr: F('Lowest learning rate', '最低学习率'),
   gradual: F('Gradual', '渐进', 'bool'),
   growth_factor: F('Growth factor', '增长倍数', 'factor'),
+  in_converged_regime: F('In the converged regime (peak at most 1% of the start)', '处于已收敛区间（峰值不超过起始损失的 1%）', 'bool'),
   in_warmup: F('During warm-up', '处于预热期', 'bool'),
   last_eval_loss: F('Last eval loss', '最后验证损失'),
   last_healthy_step: F('Last healthy step', '最后健康步', 'step'),

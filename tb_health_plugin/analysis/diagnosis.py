@@ -137,6 +137,8 @@ def divergence_cause(finding: Event, findings: list[Event], signals: RunSignals)
 
 
 def loss_spike_cause(finding: Event, findings: list[Event], signals: RunSignals) -> tuple[str | None, dict]:
+    if finding.evidence.get("in_converged_regime"):
+        return None, {}  # harmless at the scale of the run (`spikes` step 8): nothing to chase
     return _loss_event_cause(signals, findings, finding.step, _event_end(finding, signals), True)
 
 

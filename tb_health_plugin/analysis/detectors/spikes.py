@@ -133,7 +133,13 @@ this run shows it), never against the mean loss.
    divergence detector owns it). Excursions that start during warm-up are `info` only
    (`schedule.warmup_end_step`, at least the first tenth of the steps); the finding says "during
    warm-up" before the logged rate's own warm-up ends, "early in the run" after it or without a
-   logged rate.
+   logged rate. So is one whose peak stays in the converged regime: a loss bounded below by
+   zero whose peak stands at or under `stall.CONVERGED_SHARE` (1%) of where the run started
+   (`stall.converged`, the line the stall and divergence detectors draw too). There a single
+   batch moves the loss by decades on the log scale and by nothing at the scale of the run: a
+   classifier at 0.006 whose interval means went to 0.008 for three points (zoo_seen3_122,
+   started at 2.09) had a "z-score" of 190,000 against the near-zero spread of its means. The
+   finding stays in the report, with the level it started from.
 9. An excursion next to a non-finite point (the logged point just before or after one of its
    points is NaN or Inf) is part of that numerical failure, not a spike: the update that
    overflowed also produced the odd finite values around it, and the trend and noise there are
@@ -191,6 +197,7 @@ from tb_health_plugin.analysis.detectors.robust import (
 )
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
+from tb_health_plugin.analysis.detectors.stall import converged, start_level
 from tb_health_plugin.analysis.event import Event, Phrase
 
 ALPHA = 0.01  # expected false spike alarms per healthy run
@@ -560,6 +567,7 @@ def loss_spikes(
     findings = []
     shift = log_shift(values)
     residual = y - trend  # once: every excursion's rarity is judged on it (step 10)
+    started_at = None  # where the run started, in the units of the loss (step 8's converged regime)
     for first, end in excursions:
         start, stop = _core(z, first, end)
         width = stop - start
@@ -573,15 +581,20 @@ def loss_spikes(
         ratio = float(np.exp(residual[peak]))
         in_warmup = bool(warm[start])
         restart = int(steps[start - 1]) if start > 0 else None
+        if started_at is None:
+            started_at = start_level(values)
+        in_converged = converged(float(values[peak]), started_at, values)
         if in_warmup:  # "during warm-up" only where the logged rate was still warming up
             rate_warming = schedule.lr_warmup_end_step is not None and steps[start] < schedule.lr_warmup_end_step
             tail = "loss_spike.tail.warmup" if rate_warming else "loss_spike.tail.early"
+        elif in_converged:
+            tail = "loss_spike.tail.converged"
         else:
             tail = "loss_spike.tail.restart" if restart is not None else "loss_spike.tail.first_batches"
         findings.append(
             Event(
                 kind="loss_spike",
-                severity="info" if in_warmup else "warning",
+                severity="info" if in_warmup or in_converged else "warning",
                 step=int(steps[start]),
                 end_step=int(steps[stop - 1]),
                 tag=tag,
@@ -603,6 +616,8 @@ def loss_spikes(
                     "width_points": int(width),
                     "last_healthy_step": restart,
                     "in_warmup": in_warmup,
+                    "start_loss": started_at,
+                    "in_converged_regime": in_converged,
                 },
             )
         )

@@ -15,6 +15,7 @@ KIND = register(
             "loss_spike.tail.early",
             "loss_spike.tail.restart",
             "loss_spike.tail.first_batches",
+            "loss_spike.tail.converged",
             "loss_spike.long",
             "loss_spike.long.restart",
             "series.loss",
