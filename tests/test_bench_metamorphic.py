@@ -85,3 +85,31 @@ def test_a_blow_up_within_the_first_window_hides_the_start_from_sparse_rendering
     later[50:90] = 15.0  # a rise after the first window: the renderings show where it rose from
     assert not metamorphic._start_hidden(zoo_run(later), 10, means=False)
     assert metamorphic.applies("every_10_points", {"divergence": [51]}, zoo_run(later))
+
+
+def test_a_gradient_blow_up_within_the_first_window_hides_the_start_from_sparse_renderings():
+    loss = np.full(300, 2.08)
+    run = zoo_run(loss)
+    run.grad_norm[2:] = 5e4  # from step 3, 5e4 against 1 at step 1: the first kept norm is already up
+    assert metamorphic._start_hidden(run, 5, means=False) and metamorphic._start_hidden(run, 5, means=True)
+    later = zoo_run(loss)
+    later.grad_norm[60:] = 5e4  # a rise after the first window: the renderings show where it rose from
+    assert not metamorphic._start_hidden(later, 5, means=False)
+
+
+def lag1(x: np.ndarray) -> float:
+    return float(np.corrcoef(x[:-1], x[1:])[0, 1])
+
+
+def test_a_healthy_tail_keeps_the_correlation_of_the_run_s_residuals():
+    """Residuals drawn one by one are independent whatever the run's were; blocks keep most of
+    a lag-1 correlation of 0.5 (the spike detector discounts correlated points, so a tail of
+    independent draws changed its verdict on the run's earlier points)."""
+    rng = np.random.default_rng(3)
+    source = np.zeros(400)
+    for i in range(1, source.size):
+        source[i] = 0.5 * source[i - 1] + rng.standard_normal()
+    drawn = metamorphic.moving_blocks(source.size, 2000, np.random.default_rng(4))
+    assert drawn.size == 2000 and drawn.min() >= 0 and drawn.max() < source.size
+    assert 0.3 < lag1(source[drawn]) < 0.6
+    assert abs(lag1(source[rng.choice(source.size, 2000)])) < 0.1  # the draws this check used to make
