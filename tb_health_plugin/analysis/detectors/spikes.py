@@ -567,7 +567,7 @@ def loss_spikes(
     findings = []
     shift = log_shift(values)
     residual = y - trend  # once: every excursion's rarity is judged on it (step 10)
-    started_at = None  # where the run started, in the units of the loss (step 8's converged regime)
+    started_at = start_level(values)  # where the run started, in the loss's units (step 8's converged regime)
     for first, end in excursions:
         start, stop = _core(z, first, end)
         width = stop - start
@@ -581,8 +581,6 @@ def loss_spikes(
         ratio = float(np.exp(residual[peak]))
         in_warmup = bool(warm[start])
         restart = int(steps[start - 1]) if start > 0 else None
-        if started_at is None:
-            started_at = start_level(values)
         in_converged = converged(float(values[peak]), started_at, values)
         if in_warmup:  # "during warm-up" only where the logged rate was still warming up
             rate_warming = schedule.lr_warmup_end_step is not None and steps[start] < schedule.lr_warmup_end_step
