@@ -237,17 +237,16 @@ def _start_hidden(run: cases_zoo.ZooRun, interval: int, means: bool) -> bool:
     gradient norm (logged at the last step of each window in both renderings): a first kept norm
     `EXPLODE_DECADES` above step 1's leaves no start for a rise of the norm
     (rule 3 does not label such a log); the reference found those blow-ups at steps 3-6."""
-    kept = cases_zoo.interval_means(run.loss, interval) if means else run.loss[interval - 1 :: interval]
+    kept_loss = cases_zoo.interval_means(run.loss, interval) if means else run.loss[interval - 1 :: interval]
+    return (_first_kept_above(run.loss[0], kept_loss, zoo_labels.DIVERGE_FACTOR)
+            or _first_kept_above(run.grad_norm[0], run.grad_norm[interval - 1 :: interval],
+                                 10.0 ** zoo_labels.EXPLODE_DECADES))
+
+
+def _first_kept_above(first: float, kept: np.ndarray, factor: float) -> bool:
+    """Whether the first finite kept value stands above `factor` times a finite, positive `first`."""
     kept = kept[np.isfinite(kept)]
-    untrained = run.loss[0]
-    loss_hidden = bool(np.isfinite(untrained) and untrained > 0 and kept.size
-                       and kept[0] > zoo_labels.DIVERGE_FACTOR * untrained)
-    norms = run.grad_norm[interval - 1 :: interval]
-    norms = norms[np.isfinite(norms)]
-    first_norm = run.grad_norm[0]
-    norm_hidden = bool(np.isfinite(first_norm) and first_norm > 0 and norms.size
-                       and norms[0] > first_norm * 10.0 ** zoo_labels.EXPLODE_DECADES)
-    return loss_hidden or norm_hidden
+    return bool(np.isfinite(first) and first > 0 and kept.size and kept[0] > factor * first)
 
 
 def _nonfinite_only_between_points(run: cases_zoo.ZooRun, interval: int) -> bool:
