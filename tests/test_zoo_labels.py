@@ -24,6 +24,19 @@ def test_first_layers_a_thousand_times_weaker_than_the_last_are_vanishing():
     assert zoo_labels.layer_vanishing(layers)
 
 
+def test_layers_that_read_zero_once_the_loss_is_nan_are_the_blow_up_not_vanishing():
+    rng = np.random.default_rng(4)
+    layers = [np.abs(rng.normal(1.0, 0.1, 400)) for _ in range(4)]
+    for layer in layers[:3]:
+        layer[60:] = 0.0  # what a float16 run's hooks logged after its loss went NaN at step 60
+    layers[3][60:] = np.nan
+    finite_loss = np.arange(400) < 60
+    assert zoo_labels.layer_vanishing(layers)  # by every point: "dead layers"
+    assert not zoo_labels.layer_vanishing(layers, finite_loss)
+    layers[1][30:60] = 0.0  # dead while the loss was still finite: half of the finite points
+    assert zoo_labels.layer_vanishing(layers, finite_loss)
+
+
 def test_layers_within_a_decade_of_each_other_are_not_vanishing():
     rng = np.random.default_rng(2)
     layers = [np.abs(rng.normal(1.0, 0.1, 100)) * 10.0 ** (-0.2 * d) for d in range(6)]

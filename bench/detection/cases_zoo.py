@@ -225,8 +225,10 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
     labels, creep = labels_as_logged(run, logged_steps(spec), points, window_max,
                                      grad_norm=spec["logging"] in GRAD_NORM_PATHS,
                                      step_time=window_max)  # only the hooks log step times
-    if "vanishing_gradients" not in labels and zoo_labels.layer_vanishing(logged_layer_norms(run.logs)):
-        labels["vanishing_gradients"] = [int(logged_steps(spec)[0])]
+    if "vanishing_gradients" not in labels:
+        steps, layers = logged_layer_norms(run.logs)
+        if zoo_labels.layer_vanishing(layers, np.isfinite(run.loss[np.clip(steps, 1, run.loss.size) - 1]) if layers else None):
+            labels["vanishing_gradients"] = [int(logged_steps(spec)[0])]
     return labels, creep
 
 
@@ -263,10 +265,11 @@ def logged_loss(loss: np.ndarray, logged: np.ndarray, points: bool, window_max: 
     return means, logged[: means.size]
 
 
-def logged_layer_norms(logs: Path) -> list[np.ndarray]:
-    """Per-layer gradient norms (root of the sum of squares of a layer's parameters' norms) in
-    depth order, as the run's logs carry them (`grad_norm/<index>.<name>`, our hooks), read with
-    TensorBoard's own event reader; [] when the logs have none."""
+def logged_layer_norms(logs: Path) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(steps, per-layer gradient norms at those steps): the norms (root of the sum of squares of
+    a layer's parameters' norms) in depth order, as the run's logs carry them
+    (`grad_norm/<index>.<name>`, our hooks), read with TensorBoard's own event reader, at the
+    steps every layer has; no steps and [] when the logs have none."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     layers: dict[int, dict[int, float]] = {}
@@ -282,9 +285,9 @@ def logged_layer_norms(logs: Path) -> list[np.ndarray]:
             for event in accumulator.Scalars(tag):
                 squares[event.step] = squares.get(event.step, 0.0) + event.value**2
     if not layers:
-        return []
+        return np.zeros(0, dtype=np.int64), []
     steps = sorted(set.intersection(*(set(v) for v in layers.values())))
-    return [np.sqrt([layers[d][s] for s in steps]) for d in sorted(layers)]
+    return np.array(steps, dtype=np.int64), [np.sqrt([layers[d][s] for s in steps]) for d in sorted(layers)]
 
 
 def _copy_logs(source: Path, folder: Path) -> None:

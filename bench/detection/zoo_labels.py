@@ -68,6 +68,10 @@ Rules, in this order (a run may get several kinds):
      under SGD those layers learn 1000x slower than the rest;
    - dead: a layer whose gradient norm is exactly zero at half or more of those points (it
      receives nothing, so no optimiser can train it: dead ReLUs, float16 underflow).
+   Both over the logged points whose loss is finite: where the loss is NaN or Inf the step's
+   gradients are rule 1's event, whatever each layer's norm reads (a float16 MLP whose gradient
+   norm went NaN at step 130 of 2,491 and stayed so logged exactly zero for its first five
+   layers from there: "dead layers" by those points, a run that blew up by its finite ones).
    One rule on one definition for both: labelling the zoo by the global floor alone counted
    the depth and dead-layer findings on zoo runs as false alarms, while the same findings on
    the "mindspore" family's sigmoid stacks were labelled hits. Label: step 1.
@@ -589,12 +593,15 @@ def _recovered(after: float, centre: float, excess: float) -> bool:
     return after < SPIKE_RECOVERED * centre or after - centre <= (1 - SPIKE_GIVEN_BACK) * excess
 
 
-def layer_vanishing(layer_norms: list[np.ndarray]) -> bool:
+def layer_vanishing(layer_norms: list[np.ndarray], finite_loss: np.ndarray | None = None) -> bool:
     """Rule 4's depth and dead-layer sub-causes, from per-layer gradient norms in depth order
-    (one array per layer, aligned on the logged points)."""
+    (one array per layer, aligned on the logged points), judged at the points where
+    `finite_loss` (when given, aligned the same way) is True."""
     if not layer_norms:
         return False
     norms = np.vstack(layer_norms).astype(np.float64)
+    if finite_loss is not None:
+        norms = norms[:, np.asarray(finite_loss, dtype=bool)]
     settled = norms[:, norms.shape[1] // 10:]
     if not settled.size:
         return False
