@@ -61,3 +61,26 @@ def test_varint_matches_the_encoding_of_int64():
     assert event_bytes.varint(0) == b"\x00"
     for value in (1, 127, 128, 300, 2**35, 2**63 - 1, -1, -(2**63)):
         assert event_bytes._STEP + event_bytes.varint(value) == event_pb2.Event(step=value).SerializeToString()
+
+
+def test_the_writer_falls_back_to_add_event_when_tensorboard_moves_its_queue(tmp_path):
+    import warnings
+
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    from trainer_hooks.writer import SafeEventWriter
+
+    class WithoutQueue:  # TensorBoard's writer with only its public methods
+        def __init__(self, writer):
+            self.add_event, self.flush, self.close = writer.add_event, writer.flush, writer.close
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a failed write warns: none may
+        writer = SafeEventWriter(str(tmp_path))
+        writer._writer = WithoutQueue(writer._writer)
+        writer.scalars([("train/loss", 0.5), ("train/lr", 1e-3)], step=3)
+        writer.histograms([("weights/w", np.arange(10, dtype=np.float32))], step=3)
+        writer.close()
+    events = [event for path in tmp_path.iterdir() for event in LegacyEventFileLoader(str(path)).Load()]
+    values = {value.tag: value for event in events for value in event.summary.value}
+    assert values["train/loss"].simple_value == 0.5 and values["weights/w"].histo.num == 10
