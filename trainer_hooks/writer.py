@@ -5,9 +5,10 @@ I/O). Scalars and histograms, written at every collection step, are serialized b
 (the bytes TensorBoard's protos give, without protobuf's pure-Python backend, which MindSpore
 imposes and which took 30x longer); texts and graphs by TensorBoard's protos. Any failure
 (unwritable folder, full disk, a dead writer thread) is warned about once; later writes are
-dropped silently so training carries on. TensorBoard's writer thread re-raises its I/O error after storing it for the next write to raise; Python would print
-that as an "Exception in thread" traceback next to our warning, so a `threading.excepthook`
-(chained to the one before it) keeps quiet for our writer threads only.
+dropped silently so training carries on. TensorBoard's writer thread re-raises its I/O error
+after storing it for the next write to raise; Python would print that as an "Exception in
+thread" traceback next to our warning, so a `threading.excepthook` (chained to the one before
+it) keeps quiet for our writer threads only.
 
 TensorBoard's `RecordWriter` computes each record's masked CRC32C with its TensorFlow stub's
 pure-Python loop (about 0.35 us a byte here), on its writer thread and holding the interpreter
@@ -111,6 +112,11 @@ def histogram_values(values) -> np.ndarray:
     return flat if finite.all() else flat[finite]
 
 
+def _wall_time(wall_time: float | None) -> float:
+    """The event's time: the one given, else now."""
+    return time.time() if wall_time is None else wall_time
+
+
 class SafeEventWriter:
     """Scalars, histograms and texts into one tfevents file of `log_dir`, failures tolerated."""
 
@@ -146,7 +152,7 @@ class SafeEventWriter:
         pure-Python backend, which MindSpore imposes, took 30x longer)."""
         if not values or not self.healthy:
             return
-        self._write_serialized(scalars_event(values, step, time.time() if wall_time is None else wall_time))
+        self._write_serialized(scalars_event(values, step, _wall_time(wall_time)))
 
     def histograms(self, items: Sequence[tuple[str, np.ndarray]], step: int, wall_time: float | None = None) -> None:
         """Legacy `HistogramProto`s of the finite values (what TensorBoard's Histograms tab
@@ -163,7 +169,7 @@ class SafeEventWriter:
             values.append(histogram_value(tag, low, high, float(finite.size), float(finite.sum(dtype=np.float64)),
                                           square_sum(finite), edges[1:], counts))
         if values:
-            self._write_serialized(histograms_event(values, step, time.time() if wall_time is None else wall_time))
+            self._write_serialized(histograms_event(values, step, _wall_time(wall_time)))
 
     def text(self, tag: str, text: str, step: int, wall_time: float | None = None) -> None:
         """A text summary in the format of TensorBoard's Text plugin."""
@@ -208,7 +214,7 @@ class SafeEventWriter:
     def _event(step: int, wall_time: float | None):
         from tensorboard.compat.proto import event_pb2
 
-        return event_pb2.Event(wall_time=time.time() if wall_time is None else wall_time, step=int(step))
+        return event_pb2.Event(wall_time=_wall_time(wall_time), step=int(step))
 
     def _write(self, event) -> None:
         try:

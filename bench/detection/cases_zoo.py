@@ -227,7 +227,7 @@ def labels_for(run: ZooRun) -> tuple[dict[str, list[int]], bool]:
                                      step_time=window_max)  # only the hooks log step times
     if "vanishing_gradients" not in labels:
         steps, layers = logged_layer_norms(run.logs)
-        if zoo_labels.layer_vanishing(layers, np.isfinite(run.loss[np.clip(steps, 1, run.loss.size) - 1]) if layers else None):
+        if zoo_labels.layer_vanishing(layers, np.isfinite(run.loss[steps - 1])):  # the hooks log steps 1..N
             labels["vanishing_gradients"] = [int(logged_steps(spec)[0])]
     return labels, creep
 
