@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bench.detection import metamorphic
@@ -113,3 +115,37 @@ def test_a_healthy_tail_keeps_the_correlation_of_the_run_s_residuals():
     assert drawn.size == 2000 and drawn.min() >= 0 and drawn.max() < source.size
     assert 0.3 < lag1(source[drawn]) < 0.6
     assert abs(lag1(source[rng.choice(source.size, 2000)])) < 0.1  # the draws this check used to make
+
+
+def event_files(folder) -> list[str]:
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("events.out.tfevents.*"))
+
+
+def test_a_rendering_finished_meanwhile_by_another_benchmark_is_kept_whole(tmp_path, monkeypatch):
+    """Two benchmarks of one split at once: the second to finish a run must not add its event
+    files to the first's (two files per rendering changed verdicts). The other process is played
+    by a nested render of the same run, done while this one is writing its first rendering."""
+    rng = np.random.default_rng(3)
+    run = zoo_run(2.0 * np.exp(-np.arange(300) / 150) + 0.05 * rng.random(300))
+    runs, labels = {"zoo_x_000": run}, {"zoo_x_000": {}}
+    alone = tmp_path / "alone"
+    metamorphic.render_all(runs, labels, alone)
+    expected = event_files(alone / "zoo_x_000")
+    assert expected and len(expected) == len({Path(name).parent for name in expected}) + 1  # resume: 2 files
+
+    shared = tmp_path / "rendered" / "split-0"
+    write = metamorphic.write
+    calls = []
+
+    def write_while_another_finishes(rendering, folder):
+        calls.append(folder)
+        if len(calls) == 1:
+            monkeypatch.setattr(metamorphic, "write", write)
+            metamorphic.render_all(runs, labels, shared)  # the other benchmark, start to finish
+            monkeypatch.setattr(metamorphic, "write", write_while_another_finishes)
+        write(rendering, folder)
+
+    monkeypatch.setattr(metamorphic, "write", write_while_another_finishes)
+    metamorphic.render_all(runs, labels, shared)
+    assert len(event_files(shared / "zoo_x_000")) == len(expected)
+    assert sorted(path.name for path in shared.parent.iterdir()) == ["split-0"]  # no private folder left

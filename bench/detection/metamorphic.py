@@ -41,8 +41,10 @@ Everything is written with TensorBoard's own `EventFileWriter` and protos.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -330,16 +332,31 @@ def reference_labels(run: cases_zoo.ZooRun) -> dict[str, list[int]]:
 
 
 def render_all(runs: dict[str, cases_zoo.ZooRun], labels: dict[str, dict], root: Path) -> None:
+    """Render every run not yet complete under `root`. Each run is written in a folder of this
+    process's own beside `root` and renamed into place whole, so two benchmarks of one split at
+    once cannot mix their event files (they did: both wrote into one folder, which then held two
+    event files per rendering and changed verdicts); the first to finish keeps its rendering."""
+    root.mkdir(parents=True, exist_ok=True)
     for name, run in runs.items():
-        done = root / name / "complete"
-        if done.exists():
+        target = root / name
+        if (target / "complete").exists():
             continue
-        shutil.rmtree(root / name, ignore_errors=True)
-        write(reference(run), root / name / "reference")
-        for transform, render in TRANSFORMS.items():
-            if applies(transform, labels[name], run):
-                write(render(run), root / name / transform)
-        done.write_text("")
+        private = Path(tempfile.mkdtemp(prefix=f".{root.name}-{name}-", dir=root.parent))
+        try:
+            write(reference(run), private / "reference")
+            for transform, render in TRANSFORMS.items():
+                if applies(transform, labels[name], run):
+                    write(render(run), private / transform)
+            (private / "complete").write_text("")
+            if target.exists() and not (target / "complete").exists():
+                shutil.rmtree(target, ignore_errors=True)  # left unfinished by an interrupted earlier version
+            try:
+                os.rename(private, target)  # atomic; fails when another process put its rendering there first
+            except OSError:
+                if not (target / "complete").exists():
+                    raise
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
 
 
 def check(split: str) -> list[Outcome]:
