@@ -71,3 +71,11 @@ def test_an_undetermined_kind_is_neither_a_hit_a_miss_nor_a_false_alarm():
     assert healthy_alarm_share(cases, predictions) == 0.25
     lines = misses(cases, predictions)
     assert [line.split(":")[0].strip() for line in lines] == ["healthy_other_alarm", "scored_miss"]
+
+
+def test_a_loss_that_rose_at_chance_level_is_a_determined_stall():
+    """Rule 5 asks whether the loss improved by 5%, not whether it moved: a run at chance whose
+    loss rose was labelled healthy (+9%, its interval beyond +5%) or undetermined (an interval
+    holding +5%) when the rule asked for a change within +-5%."""
+    rising = [chance_level_run(rise, noise=0.1, seed=seed) for rise in (0.09, 0.3) for seed in range(5)]
+    assert all(zoo_labels.stalled_run(loss, None) and not zoo_labels.stall_undetermined(loss, None) for loss in rising)

@@ -77,14 +77,20 @@ Rules, in this order (a run may get several kinds):
    the "mindspore" family's sigmoid stacks were labelled hits. Label: step 1.
 5. stalled_convergence (only when rule 2 does not hold: a run that diverged is not "stalled";
    a NaN the run recovered from does not make a stuck run learn): over the stretch trained at
-   a high rate the loss did not move, while still far from converged. The stretch runs from
+   a high rate the loss did not improve, while still far from converged. The stretch runs from
    the end of the first transient (`TRANSIENT_SHARE` of the run, or later where a warm-up
    reaches `WARMUP_REACHED_SHARE` of the peak rate) to the first step whose rate falls under
    `HIGH_RATE_SHARE` of the peak (the end when it never does): a loss that flattens under a
-   planned anneal is not stalled. "Did not move": the change of the log-loss along a
-   Theil-Sen line through every finite step of the stretch is within +-log(1 + `STALL_GAIN`)
-   (5% over the stretch); "far from converged": the median of the stretch's last tenth is
-   above `NOT_CONVERGED` times the start, the lower of `initial` and the first finite loss.
+   planned anneal is not stalled. "Did not improve": the change of the log-loss along a
+   Theil-Sen line through every finite step of the stretch is above -log(1 + `STALL_GAIN`)
+   (it fell by less than 5% over the stretch, or rose); "far from converged": the median of
+   the stretch's last tenth is above `NOT_CONVERGED` times the start, the lower of `initial`
+   and the first finite loss. A loss that rose there, by less than rule 2 calls a divergence,
+   learned nothing either: the rule once asked the change to lie within +-5%, and a run that
+   sat at chance level while its loss crept up 5-10% (a ReLU net whose layers had died, at
+   2.2 against its start of 2.08; Adam in float16 that jumped from 2.1 to 10 at step 8 and
+   hovered at 3-5 to the end) was then labelled healthy or undetermined, and the detector,
+   asking the same, stayed silent on it.
    The first loss is computed before any update: it is the untrained model's. A run whose
    first updates blew it up (Adam at a rate of 0.6-0.8: 2.1, then Inf and 10-28 for a dozen
    steps) and that then sat at chance level for the rest of the run learned nothing, yet
@@ -372,16 +378,15 @@ class StallChange:
 
     @property
     def stalled(self) -> bool:
-        return abs(self.change) <= np.log1p(STALL_GAIN) and self.far_from_converged
+        """Rule 5: the loss did not improve by `STALL_GAIN` (it may have risen), far from converged."""
+        return self.change >= -np.log1p(STALL_GAIN) and self.far_from_converged
 
     @property
     def undetermined(self) -> bool:
         """The interval holds both sides of the 5% line: the run's own every-step loss cannot
         place it on either, so no verdict from its logged points can be scored against it."""
-        band = np.log1p(STALL_GAIN)
-        inside = -band <= self.low and self.high <= band
-        outside = self.low > band or self.high < -band
-        return self.far_from_converged and not inside and not outside
+        line = -np.log1p(STALL_GAIN)
+        return self.far_from_converged and self.low < line <= self.high
 
 
 def stall_change(loss: np.ndarray, lr: np.ndarray | None, initial: float) -> StallChange | None:
