@@ -24,3 +24,26 @@ def test_only_a_recovered_rise_that_holds_the_whole_ended_episode_is_part_of_it(
     folded = Event(kind="nonfinite", severity="critical", step=425, tag="loss", message="m",
                    end_step=426, evidence={"part_of": "divergence"})
     assert said_once([_event("divergence", "warning", 417, 457), folded])[0].severity == "warning"
+
+
+def _weights(what: str, step: int) -> Event:
+    return Event(kind="weight_updates", severity="warning", step=step, tag="0.weight", message="m",
+                 end_step=250, evidence={"what": what})
+
+
+def test_weights_that_stop_or_lurch_inside_a_blow_up_are_part_of_it():
+    """zoo_seen15_106: a loss Inf at points from step 20 to 110, inside a rise from step 10 to 220;
+    its first layers stopped moving and its last moved by 17% of its norm a step from step 150."""
+    blow_up = [_event("divergence", "warning", 10, 220), _event("nonfinite", "critical", 20, 110)]
+    found = said_once([*blow_up, _weights("stopped", 150), _weights("large_updates", 150), _weights("stopped", 5)])
+    weights = [(f.evidence["what"], f.step, f.severity, f.evidence.get("part_of")) for f in found
+               if f.kind == "weight_updates"]
+    assert weights == [("stopped", 150, "info", "nonfinite"), ("large_updates", 150, "info", "nonfinite"),
+                       ("stopped", 5, "warning", None)]  # before the blow-up: maybe its cause
+    # the episode alone (no rise around it) bounds the blow-up; after it, weights keep their alarm
+    alone = said_once([_event("nonfinite", "critical", 20, 110), _weights("stopped", 100), _weights("stopped", 150)])
+    assert [f.severity for f in alone if f.kind == "weight_updates"] == ["info", "warning"]
+    # a non-finite end that is part of a divergence still bounds its blow-up (zoo_sealed_099 of 43172)
+    folded = Event(kind="nonfinite", severity="critical", step=12, tag="loss", message="m", end_step=451,
+                   evidence={"part_of": "divergence"})
+    assert said_once([folded, _weights("stopped", 250)])[1].severity == "info"

@@ -8,6 +8,15 @@ with `part_of` naming the finding that carries the alarm (and the cause and the 
   times the gradient (times the optimiser's scaling), so a gradient norm that collapsed stops
   the weights it feeds. Two alarms for it would make one fault look like two; the stopped
   parameters stay listed in the `info` finding.
+* weights that stopped changing, or changed by a large share of their norm each step, from a
+  step inside a blow-up (from the loss's first NaN/Inf to its last, or over the recovered rise
+  of the loss that holds them, the next case): the blow-up saturated, froze or tossed them (a
+  tanh net under SGD at a rate of 15, its loss Inf at 9 of 29 points from step 20 to 110 within
+  a rise from step 10 to 220, stopped moving its first three layers at step 150, never to move
+  again, while its last layer moved by 17% of its norm a step). The non-finite finding already
+  says to restart before it with a lower rate; an alarm for those weights would be a second one
+  for the same blow-up (zoo_seen15_106). Weights that went wrong before the blow-up began keep
+  their alarm: they may be its cause.
 * a rise of the loss that recovered (a `divergence` with an end) around a non-finite episode
   that lies wholly inside it and ended too: the update that overflowed is what also threw the
   finite values around the NaN/Inf points up, as the spike detector's step 9 states for short
@@ -32,13 +41,17 @@ def said_once(findings: list[Event]) -> list[Event]:
     """The findings, with those that are part of another one turned into `info` (module doc)."""
     alarms = [f for f in findings if f.severity != "info"]
     vanishing = [f for f in alarms if f.kind == "vanishing_gradients"]
-    nonfinite = [f for f in alarms if f.kind == "nonfinite" and "part_of" not in f.evidence]
-    if not vanishing and not nonfinite:
+    episodes = [f for f in alarms if f.kind == "nonfinite"]  # part of a divergence or not
+    nonfinite = [f for f in episodes if "part_of" not in f.evidence]
+    if not vanishing and not episodes:
         return findings
+    spans = _blow_up_spans(episodes, [f for f in findings if _edges_of_nonfinite(f, nonfinite)])
     out = []
     for finding in findings:
         if _stopped_by_vanishing(finding, vanishing):
             finding = _part_of(finding, "vanishing_gradients")
+        elif _updates_in(finding, spans):
+            finding = _part_of(finding, "nonfinite")
         elif _edges_of_nonfinite(finding, nonfinite):
             finding = _part_of(finding, "nonfinite")
         out.append(finding)
@@ -56,6 +69,27 @@ def _stopped_by_vanishing(finding: Event, vanishing: list[Event]) -> bool:
         return False
     end = finding.end_step if finding.end_step is not None else finding.step
     return any(v.step <= end for v in vanishing)
+
+
+def _blow_up_spans(episodes: list[Event], rises: list[Event]) -> list[tuple[int, int]]:
+    """(first, last step) of each blow-up: a non-finite episode, widened to the recovered rises of
+    the loss that hold it (the finite edges of the same event, below)."""
+    spans = []
+    for episode in episodes:
+        first, last = episode.step, episode.end_step if episode.end_step is not None else episode.step
+        for rise in rises:
+            if _holds(rise, episode):
+                first, last = min(first, rise.step), max(last, rise.end_step)
+        spans.append((first, last))
+    return spans
+
+
+def _updates_in(finding: Event, spans: list[tuple[int, int]]) -> bool:
+    """A finding of weights that stopped changing or changed by a large share of their norm each
+    step, begun inside a blow-up (module doc)."""
+    if finding.kind != "weight_updates":
+        return False
+    return any(first <= finding.step <= last for first, last in spans)
 
 
 def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> bool:
