@@ -88,9 +88,9 @@ Rules, in this order (a run may get several kinds):
    and the first finite loss. A loss that rose there, by less than rule 2 calls a divergence,
    learned nothing either: the rule once asked the change to lie within +-5%, and a run that
    sat at chance level while its loss crept up 5-10% (a ReLU net whose layers had died, at
-   2.2 against its start of 2.08; Adam in float16 that jumped from 2.1 to 10 at step 8 and
-   hovered at 3-5 to the end) was then labelled healthy or undetermined, and the detector,
-   asking the same, stayed silent on it.
+   2.2-2.5 against its start of 2.08; a ReLU net under Adam at 0.11, +9% at a constant rate)
+   was then labelled healthy or undetermined, and the detector, asking the same, stayed silent
+   on it.
    The first loss is computed before any update: it is the untrained model's. A run whose
    first updates blew it up (Adam at a rate of 0.6-0.8: 2.1, then Inf and 10-28 for a dozen
    steps) and that then sat at chance level for the rest of the run learned nothing, yet

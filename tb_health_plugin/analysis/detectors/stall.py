@@ -31,8 +31,8 @@ Method (tests of the log-loss's change against the run's own earlier progress):
    same 5%, the same half of the start. A loss that rose there learned nothing either (a rise
    the divergence detector reports comes first: `checks/loss.py` asks for a stall only where
    there is none): the test once asked the change to lie within +-5%, and a run at chance
-   level whose loss crept up 5-10% (dead ReLU layers; Adam in float16 that jumped from 2.1 to
-   10 at step 8 and hovered at 3-5 for 450 steps) was then neither stalled nor diverging, and
+   level whose loss crept up 5-10% (a ReLU net whose layers died under Momentum at 0.38; a ReLU
+   net under Adam at 0.11, +9% at a constant rate) was then neither stalled nor diverging, and
    nothing was reported. The
    start is the lower of the median of the first `START_POINTS` = 3 logged values (one freak
    batch cannot set it) and the first one: the first loss is computed before any update, the
@@ -257,8 +257,8 @@ def _high_lr_end(schedule: Schedule, d0: int, n: int) -> int:
 
 def _message(from_start: bool, tail: LinearFit, allowed: float) -> str:
     """A loss that rose while learning nothing points at a rate too high, not too small (the
-    advice of a flat one): the zoo's runs of it killed their ReLU units under Adam at 0.11 or
-    Momentum at 0.38."""
+    advice of a flat one): the zoo's runs of it are ReLU nets under Momentum at 0.38 (its layers
+    died) and Adam at 0.11."""
     if not from_start:
         return "stalled.since_step"
     return "stalled.from_start.rising" if tail.change > allowed else "stalled.from_start"
