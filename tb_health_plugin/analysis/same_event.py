@@ -45,14 +45,13 @@ def said_once(findings: list[Event]) -> list[Event]:
     nonfinite = [f for f in episodes if "part_of" not in f.evidence]
     if not vanishing and not episodes:
         return findings
-    spans = _blow_up_spans(episodes, [f for f in findings if _edges_of_nonfinite(f, nonfinite)])
+    edges = [f for f in findings if _edges_of_nonfinite(f, nonfinite)]
+    spans = _blow_up_spans(episodes, edges)
     out = []
     for finding in findings:
         if _stopped_by_vanishing(finding, vanishing):
             finding = _part_of(finding, "vanishing_gradients")
-        elif _updates_in(finding, spans):
-            finding = _part_of(finding, "nonfinite")
-        elif _edges_of_nonfinite(finding, nonfinite):
+        elif _updates_in(finding, spans) or any(finding is e for e in edges):
             finding = _part_of(finding, "nonfinite")
         out.append(finding)
     folded_rises = [f for f in out if f.kind == "divergence" and f.evidence.get("part_of") == "nonfinite"]

@@ -270,14 +270,18 @@ def _finding(steps, values, tag, what, schedule, start, s, d1, tail, allowed, ea
     if schedule.lr_at_steps is not None and schedule.lr_peak:
         lr_share = float(np.median(schedule.lr_at_steps[s:d1]) / schedule.lr_peak)
     lr_text = Phrase("stalled.lr_share" if lr_share is not None else "")
+    message = _message(from_start, tail, allowed)
+    args = {"what": Phrase(f"series.{what}"), "lr": lr_text}
+    if message == "stalled.from_start.rising":
+        args["rise"] = float(np.expm1(tail.change))
     return Event(
         kind="stalled_convergence",
         severity="warning",
         step=int(steps[start]),
         end_step=int(steps[d1 - 1]),
         tag=tag,
-        message=_message(from_start, tail, allowed),
-        args={"what": Phrase(f"series.{what}"), "lr": lr_text, "rise": float(np.expm1(tail.change))},
+        message=message,
+        args=args,
         evidence={
             "change_log": tail.change,
             "change_stderr_log": tail.change_stderr,
