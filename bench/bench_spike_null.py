@@ -86,7 +86,8 @@ def healthy_run(family: str, points: int, rng: np.random.Generator) -> tuple[np.
     return np.arange(1, points + 1), np.exp(curve(points) + noise(family, points, rng))
 
 
-def count_alarmed(families: list[str], runs: int, detector: str = "spikes") -> dict[str, dict[int, int]]:
+def count_alarmed(families: list[str], runs: int, detector: str = "spikes",
+                  sizes: tuple[int, ...] = SIZES) -> dict[str, dict[int, int]]:
     """Runs with an alarm of `detector`, per family and size, with the package importable here."""
     from tb_health_plugin.analysis.detectors.divergence import loss_divergence
     from tb_health_plugin.analysis.detectors.schedule import infer_schedule
@@ -97,7 +98,7 @@ def count_alarmed(families: list[str], runs: int, detector: str = "spikes") -> d
     counts: dict[str, dict[int, int]] = {}
     for family in families:
         counts[family] = {}
-        for points in SIZES:
+        for points in sizes:
             rng = np.random.default_rng(zlib.crc32(f"{family}{points}".encode()))
             alarmed = 0
             for _ in range(runs):
@@ -114,10 +115,11 @@ def main() -> None:
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument("--before", type=Path, help="another checkout of the package to compare")
     parser.add_argument("--detector", choices=("spikes", "divergence"), default="spikes")
+    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES), help="logged points per run")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # the child's output
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(count_alarmed(args.families, args.runs, args.detector)))
+        print(json.dumps(count_alarmed(args.families, args.runs, args.detector, tuple(args.sizes))))
         return
     columns = {"this tree": _counts_in(ROOT, args)}
     if args.before:
@@ -127,19 +129,20 @@ def main() -> None:
     print(f"{'family':12s} {'points':>6s} " + " ".join(f"{n:>10s}" for n in names))
     totals = dict.fromkeys(names, 0)
     for family in args.families:
-        for points in SIZES:
+        for points in args.sizes:
             row = [columns[n][family][str(points)] for n in names]
             for n, value in zip(names, row, strict=True):
                 totals[n] += value
             print(f"{family:12s} {points:6d} " + " ".join(f"{v:10d}" for v in row))
-    runs = len(args.families) * len(SIZES) * args.runs
+    runs = len(args.families) * len(args.sizes) * args.runs
     print(f"{'total':12s} {runs:6d} " + " ".join(f"{totals[n]:10d}" for n in names))
 
 
 def _counts_in(tree: Path, args: argparse.Namespace) -> dict:
     """The counts with `tree`'s package, in a child process (both trees see the same runs)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--json", "--runs", str(args.runs),
-               "--detector", args.detector, "--families", *args.families]
+               "--detector", args.detector, "--families", *args.families,
+               "--sizes", *map(str, args.sizes)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=tree, env=env)
     return json.loads(done.stdout)

@@ -17,7 +17,7 @@ from tb_health_plugin.analysis.detectors.divergence import loss_divergence
 from tb_health_plugin.analysis.detectors.nonfinite import nonfinite_counts, nonfinite_values
 from tb_health_plugin.analysis.detectors.overfitting import overfitting
 from tb_health_plugin.analysis.detectors.schedule import Schedule, infer_schedule
-from tb_health_plugin.analysis.detectors.spikes import loss_spikes
+from tb_health_plugin.analysis.detectors.spikes import loss_spikes, reached_by_window_maxima
 from tb_health_plugin.analysis.detectors.stall import stalled_convergence
 from tb_health_plugin.analysis.event import Event
 from tb_health_plugin.analysis.signals import RunSignals
@@ -101,6 +101,7 @@ def check_spikes(signals: RunSignals) -> list[Event]:
     loss = signals.loss
     findings = loss_spikes(loss.steps, loss.values, signals.tag("loss"), schedule)
     if signals.loss_max is not None and len(signals.loss_max):
+        findings = [f for f in findings if not _routine_for_maxima(f, loss, signals.loss_max)]
         interval = float(np.median(np.diff(loss.steps))) if len(loss) > 1 else 1.0
         seen = np.array([f.step for f in findings], dtype=np.int64)
         window_schedule = infer_schedule(signals.loss_max.steps, *_lr_arrays(signals))
@@ -115,6 +116,15 @@ def check_spikes(signals: RunSignals) -> list[Event]:
                 continue
             findings.append(finding)
     return findings
+
+
+def _routine_for_maxima(finding: Event, loss, loss_max) -> bool:
+    """A spike of the logged loss whose height the run's window maxima reach routinely
+    (`spikes.reached_by_window_maxima`)."""
+    steps = np.asarray(loss.steps)
+    core = (steps >= finding.step) & (steps <= (finding.end_step if finding.end_step is not None else finding.step))
+    points = np.asarray(loss.values, dtype=np.float64)[core]
+    return reached_by_window_maxima(finding, loss_max.steps, loss_max.values, points[np.isfinite(points)])
 
 
 def check_loss_curve(signals: RunSignals) -> list[Event]:

@@ -165,6 +165,28 @@ this run shows it), never against the mean loss.
    within 20% of its peak at 5.4% of the points; windows of its width almost never do).
    Separate stretches, so that true spikes near each other (three corrupted batches within 22
    points) leave each other rare; where the noise model fits, the scans already ask more.
+   Where the run also logs its window maxima (our hooks' `train/loss_max`), they say how often
+   the loss reaches a height at every step, where the logged points show one step in ten or
+   fifty: a spike of the logged points is routine when the maxima reach it, as many windows in
+   a row as it has points, at more than `ROUTINE_SHARE` of the other windows around it
+   (`reached_by_window_maxima`, called by `checks/loss.py`). zoo_dev_050, a float16 MLP whose
+   per-step loss is about 0 on most batches and 1-5 on many, logged every 10th step: its points
+   caught two such batches (1.35 twice, 3.6) where its maxima reach 1-5 in most windows.
+11. Short logs. A log needs `MIN_LOG_POINTS` = 12 points after warm-up to be judged at all;
+   under `MIN_POINTS` = 24 the tail fit has too few points and the default t3 stands in
+   (`robust.MIN_TAIL_FIT_POINTS`), the heaviest tail the scans assume unfitted, and the rest of
+   the method is unchanged. The gate was 24: a run of 200 steps logged every 10th step (20
+   points) was never judged, and its corrupted batches were missed however large (zoo_seen16_073:
+   window maxima of 3.6 and 3.8 against a trend of 0.3 and 0.2; zoo_seen15_002: 8.7 and 7.2
+   against 1.0 and 0.6). `bench/bench_spike_null.py --sizes 14 16 18 20 22` (400 healthy runs
+   a family and size, 13-21 points after warm-up): no warning on Gaussian, t5, AR(1) or
+   Gaussian window-maxima noise; t3 0-1.25% of runs, interval means of t3 0-0.75%, the
+   converged classifier 0-0.5%, t2 1.25-5.25% and window maxima of t3 2.25-4.5% (heavy tails,
+   step 7's fourfold jumps by design); at 40 points the same families give 0.75%, 1.75%, 0%,
+   9.25% and 10%: a short log is judged no less strictly than a long one. Under 12 the first
+   logged point may lie outside the warm-up (the first tenth of 10 steps ends at step 1), and a
+   falling loss's first point stands above any trend: with the gate at 6, 37-48% of Gaussian
+   runs of 9-10 points got a "spike" there.
 
 The tail's MAD shrink (`robust.RESIDUAL_MAD_SHRINK`) was measured for a 17-point median; a
 33-point median absorbs less noise, so the z-scores here are 1-2% smaller than that table
@@ -205,7 +227,8 @@ MAX_WIDTH_POINTS = 8  # the widest excursion still called a spike, in logged poi
 WIDTHS = (1, 2, 3, 5, 8)  # Fisher-scan windows: about doubling, up to MAX_WIDTH_POINTS
 TREND_WINDOW = 4 * MAX_WIDTH_POINTS + 1
 NOISE_WINDOW = 8 * TREND_WINDOW
-MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail
+MIN_POINTS = 24  # fewer logged points cannot calibrate a noise tail (the default t3 stands in)
+MIN_LOG_POINTS = 12  # fewer settled logged points are not judged at all (module doc, step 11)
 # Smallest jump worth a warning, whatever the noise: a loss 20% above its trend for a few points
 # costs nothing, and low-noise (interval-averaged) logs resolve much smaller, harmless wiggles
 # (module doc, step 8).
@@ -542,6 +565,35 @@ def _routine(residual: np.ndarray, first: int, end: int, start: int, stop: int) 
     return len(runs_of_true(reaching)) > ROUTINE_SHARE * int(outside.sum())
 
 
+def reached_by_window_maxima(finding: Event, max_steps: np.ndarray, max_values: np.ndarray,
+                             points: np.ndarray) -> bool:
+    """Whether the run's window maxima reach a spike of its logged points routinely (module doc,
+    step 10, across series): the maxima show every step, the points only the logged ones.
+
+    `points`: the spike's logged values (its core). Its height is the least of them, and a
+    position of the maxima reaches it when as many consecutive maxima each come within
+    `MIN_SPIKE_LOG` of it, outside the windows holding the spike itself (those ending at its
+    steps) and among the `NOISE_WINDOW` maxima around it; non-finite maxima are another check's
+    event and count neither way. Routine when such stretches number more than `ROUTINE_SHARE` of
+    those positions, as in `_routine`."""
+    max_steps, max_values = np.asarray(max_steps), np.asarray(max_values, dtype=np.float64)
+    width = max(1, len(points))
+    height = float(np.min(points)) * float(np.exp(-MIN_SPIKE_LOG))
+    centre = int(np.searchsorted(max_steps, finding.step))
+    half = NOISE_WINDOW // 2
+    lo, hi = max(0, centre - half), min(max_steps.size, centre + half)
+    steps, values = max_steps[lo:hi], max_values[lo:hi]
+    end = finding.end_step if finding.end_step is not None else finding.step
+    usable = np.isfinite(values) & ((steps < finding.step) | (steps > end))
+    if usable.sum() < width:
+        return False
+    reaching = usable & (values >= height)
+    if width > 1:  # w consecutive maxima, each reaching it
+        reaching = np.convolve(reaching, np.ones(width, dtype=int), mode="valid") == width
+        usable = np.convolve(usable, np.ones(width, dtype=int), mode="valid") == width
+    return len(runs_of_true(reaching)) > ROUTINE_SHARE * int(usable.sum())
+
+
 def loss_spikes(
     steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
 ) -> list[Event]:
@@ -554,11 +606,11 @@ def loss_spikes(
         beside_nonfinite = ndimage.binary_dilation(~finite)[finite]  # a NaN/Inf just before or after
         steps, values = steps[finite], values[finite]
     del finite
-    if steps.size < MIN_POINTS:
+    if steps.size < MIN_LOG_POINTS:
         return []
     y = log_loss(values)
     warm = steps < schedule.warmup_end_step
-    if (~warm).sum() < MIN_POINTS:
+    if (~warm).sum() < MIN_LOG_POINTS:
         return []
     mask, trend, z, surprise, test = _excursions(y, warm)
     excursions = runs_of_true(mask)  # not scipy's label: 36 bytes a point for a 1-D mask
