@@ -124,12 +124,18 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
     if len(depths) < 2:
         return []
     loss = _aligned_loss(signals, steps)
-    if loss is not None:  # points with a non-finite loss tell nothing about one layer
-        norms = np.where(np.isnan(loss) | np.isinf(loss), np.nan, norms)
+    known = np.ones(steps.size, dtype=bool) if loss is None else np.isfinite(loss)
+    # Points with a non-finite loss tell nothing about one layer: they are left out, not passed
+    # as NaN norms, which the detectors read as overflowed ones (zoo_seen19_109: a float16 run
+    # whose loss scale search made the loss Inf at 75 of 273 steps, its first 30 among them,
+    # had every layer "overflow" from step 2 and its check failed).
+    norms = np.where(known, norms, np.nan)
     logs = safe_log10(norms)
     hits: dict[str, list[tuple[int, Event]]] = {}
+    kept_loss = None if loss is None else loss[known]
     for row, depth in enumerate(depths):
-        for event in (exploding(norms[row], loss, steps), vanishing(norms[row], loss, steps)):
+        row_norms, row_steps = norms[row][known], steps[known]
+        for event in (exploding(row_norms, kept_loss, row_steps), vanishing(row_norms, kept_loss, row_steps)):
             if event is not None and not (event.kind == "exploding_gradients"
                                           and _grew_with_the_others(logs, row, steps, event)):
                 hits.setdefault(event.kind, []).append((depth, event))

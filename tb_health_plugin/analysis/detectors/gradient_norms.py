@@ -216,7 +216,8 @@ def _sustained_growth(values: np.ndarray, loss: np.ndarray | None) -> _Found | N
         return None
     start, stop = run[0] + warm, run[1] + warm
     base = float(baseline[run[0]])
-    base_index = warm + int(np.nanargmin(post[: run[0] + 1]))
+    head = post[: run[0] + 1]  # no finite level before the run: the baseline is the opening level
+    base_index = warm + (int(np.nanargmin(head)) if np.isfinite(head).any() else 0)
     loss_rise = _loss_level_rise(loss, base_index, start, stop)
     if loss_rise is not None and float(np.nanmedian(excess[run[0] : run[1]])) - loss_rise < LOSS_EXPLAINS_DECADES:
         return None  # the norm came back with the loss from a converged low
