@@ -133,9 +133,10 @@ def per_layer_check(signals: RunSignals) -> list[Event]:
     logs = safe_log10(norms)
     hits: dict[str, list[tuple[int, Event]]] = {}
     kept_loss = None if loss is None else loss[known]
+    kept_steps = steps[known]
     for row, depth in enumerate(depths):
-        row_norms, row_steps = norms[row][known], steps[known]
-        for event in (exploding(row_norms, kept_loss, row_steps), vanishing(row_norms, kept_loss, row_steps)):
+        row_norms = norms[row][known]
+        for event in (exploding(row_norms, kept_loss, kept_steps), vanishing(row_norms, kept_loss, kept_steps)):
             if event is not None and not (event.kind == "exploding_gradients"
                                           and _grew_with_the_others(logs, row, steps, event)):
                 hits.setdefault(event.kind, []).append((depth, event))

@@ -570,7 +570,13 @@ def _routine(residual: np.ndarray, first: int, end: int, start: int, stop: int) 
     positions = lo + np.arange(means.size)
     outside = (positions + width <= first) | (positions >= end)
     reaching = (means >= height - MIN_SPIKE_LOG) & outside
-    return len(runs_of_true(reaching)) > ROUTINE_SHARE * int(outside.sum())
+    return _reached_routinely(reaching, outside)
+
+
+def _reached_routinely(reaching: np.ndarray, positions: np.ndarray) -> bool:
+    """Step 10's count: the stretches (runs of consecutive positions) that reach a height, more
+    than `ROUTINE_SHARE` of the positions they are counted among."""
+    return len(runs_of_true(reaching)) > ROUTINE_SHARE * int(positions.sum())
 
 
 def reached_by_window_maxima(finding: Event, max_steps: np.ndarray, max_values: np.ndarray,
@@ -599,7 +605,7 @@ def reached_by_window_maxima(finding: Event, max_steps: np.ndarray, max_values: 
     if width > 1:  # w consecutive maxima, each reaching it
         reaching = np.convolve(reaching, np.ones(width, dtype=int), mode="valid") == width
         usable = np.convolve(usable, np.ones(width, dtype=int), mode="valid") == width
-    return len(runs_of_true(reaching)) > ROUTINE_SHARE * int(usable.sum())
+    return _reached_routinely(reaching, usable)
 
 
 def loss_spikes(
