@@ -47,3 +47,16 @@ def test_weights_that_stop_or_lurch_inside_a_blow_up_are_part_of_it():
     folded = Event(kind="nonfinite", severity="critical", step=12, tag="loss", message="m", end_step=451,
                    evidence={"part_of": "divergence"})
     assert said_once([folded, _weights("stopped", 250)])[1].severity == "info"
+
+
+
+def test_a_long_spike_that_holds_the_episode_is_part_of_it():
+    """zoo_seen20_070: a recovered rise from step 137 to 409, reported as a long spike (73x above
+    the best level), held the Inf at step 181."""
+    inf = _event("nonfinite", "critical", 181, 181)
+    held = said_once([_event("loss_spike", "warning", 137, 409), inf])
+    assert [(f.kind, f.severity, f.evidence.get("part_of")) for f in held] == [
+        ("loss_spike", "info", "nonfinite"), ("nonfinite", "critical", None)]
+    # a spike that does not hold the whole episode is another event
+    assert said_once([_event("loss_spike", "warning", 170, 190), _event("nonfinite", "critical", 175, 260)])[0] \
+        .severity == "warning"

@@ -22,7 +22,10 @@ with `part_of` naming the finding that carries the alarm (and the cause and the 
   finite values around the NaN/Inf points up, as the spike detector's step 9 states for short
   excursions. The non-finite finding names the event, its first step and the advice (restart
   before it, lower the rate or the loss scale); a second alarm for the finite edges of the same
-  blow-up would repeat it (issue 14: findings about one event must not repeat each other). A
+  blow-up would repeat it (issue 14: findings about one event must not repeat each other). The
+  spike detector reports a recovered rise of up to a few hundred points as a long `loss_spike`
+  (`climb_back`): one that holds the episode is the same edge (zoo_seen20_070: a rise from
+  step 137 to 409, 73x above the best level, holding the Inf at step 181). A
   rise that does not end is the opposite case: there the non-finite end is part of the
   divergence (`checks/loss.py`). The non-finite finding's advice then restarts before the rise,
   not merely before the first NaN/Inf: the last finite point before an overflow is often the
@@ -35,6 +38,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tb_health_plugin.analysis.event import Event
+
+RISES = ("divergence", "loss_spike")  # kinds that report a rise of the loss that recovered
 
 
 def said_once(findings: list[Event]) -> list[Event]:
@@ -54,7 +59,7 @@ def said_once(findings: list[Event]) -> list[Event]:
         elif _updates_in(finding, spans) or any(finding is e for e in edges):
             finding = _part_of(finding, "nonfinite")
         out.append(finding)
-    folded_rises = [f for f in out if f.kind == "divergence" and f.evidence.get("part_of") == "nonfinite"]
+    folded_rises = [f for f in out if f.kind in RISES and f.evidence.get("part_of") == "nonfinite"]
     return [_restart_before_rises(f, folded_rises) if any(f is n for n in nonfinite) else f for f in out]
 
 
@@ -93,7 +98,7 @@ def _updates_in(finding: Event, spans: list[tuple[int, int]]) -> bool:
 
 def _edges_of_nonfinite(finding: Event, nonfinite: list[Event]) -> bool:
     """A recovered rise of the loss that holds a whole, ended non-finite episode."""
-    if finding.kind != "divergence" or finding.severity == "info" or finding.end_step is None:
+    if finding.kind not in RISES or finding.severity == "info" or finding.end_step is None:
         return False
     return any(_holds(finding, n) for n in nonfinite)
 

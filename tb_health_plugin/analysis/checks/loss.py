@@ -99,7 +99,8 @@ def check_spikes(signals: RunSignals) -> list[Event]:
     if schedule is None:
         return []
     loss = signals.loss
-    findings = loss_spikes(loss.steps, loss.values, signals.tag("loss"), schedule)
+    counted = _nonfinite_windows(signals)
+    findings = loss_spikes(loss.steps, loss.values, signals.tag("loss"), schedule, nonfinite_steps=counted)
     if signals.loss_max is not None and len(signals.loss_max):
         findings = [f for f in findings if not _routine_for_maxima(f, loss, signals.loss_max)]
         interval = float(np.median(np.diff(loss.steps))) if len(loss) > 1 else 1.0
@@ -111,11 +112,21 @@ def check_spikes(signals: RunSignals) -> list[Event]:
             signals.tag("loss_max"),
             window_schedule,
             what="loss_window_max",
+            nonfinite_steps=counted,
         ):
             if seen.size and np.min(np.abs(seen - finding.step)) <= SAME_SPIKE_INTERVALS * interval:
                 continue
             findings.append(finding)
     return findings
+
+
+def _nonfinite_windows(signals: RunSignals) -> np.ndarray | None:
+    """The logged steps whose window held NaN/Inf steps (the hooks' `train/nonfinite_count`)."""
+    counts = signals.nonfinite_count
+    if counts is None or not len(counts):
+        return None
+    values = np.asarray(counts.values, dtype=np.float64)
+    return np.asarray(counts.steps)[~(values <= 0)]  # a NaN count is no clean window either
 
 
 def _routine_for_maxima(finding: Event, loss, loss_max) -> bool:

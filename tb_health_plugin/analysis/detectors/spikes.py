@@ -16,7 +16,21 @@ this run shows it), never against the mean loss.
    noise sd, against about 1 sd with a 17-point window, which hid +35-60% plateaus in noise).
 3. Noise: residual / local MAD (running median of |residual| over `NOISE_WINDOW` = 8 trend
    windows, long enough that no spike moves it, short enough to follow noise that shrinks as
-   the loss falls; never below half the run's MAD), a robust z-score for this stretch.
+   the loss falls; never below half the run's MAD), a robust z-score for this stretch. That
+   floor's MAD is the larger of the residuals' and the one the second differences show
+   (`second_difference_mad`: y[i-1] - 2 y[i] + y[i+1] spreads sqrt(6) times as wide as
+   independent Gaussian noise, wider still for heavier tails, and holds nothing of a locally
+   straight trend). Where the noise is smaller
+   than the fall between two logged points, the logged points are monotone and a running
+   median passes through them: their residuals are exactly 0, and so was the MAD of a whole
+   short log (zoo_seen16_089, 56 points every 5 steps of a loss falling from 2.1 to 0.08, its
+   upper half monotone), so that its ordinary late wiggles of 1.5x came out at z of 430,000 and
+   were reported as spikes on a healthy run. The second differences see that noise. In
+   stationary noise (white, AR(1) of either sign) the floor, half that MAD, stays under the
+   local MAD, so it lowers only the z-scores that a median passing through points made. (Taken
+   for the run's MAD itself, it moved the z-scores of ordinary runs: interval means of
+   heavy-tailed noise spread their second differences 15% wider than sqrt(6) times the
+   residuals, enough to lose a labelled +40% lift of 50-step means.)
 4. Leave the excursions out (masking): a first spike must not inflate the noise model and hide
    the next ones. The trend, the MAD, the tail fit and the autocorrelation are re-estimated
    without the points of the excursions found so far (and one neighbour each side), until the
@@ -151,7 +165,12 @@ this run shows it), never against the mean loss.
 9. An excursion next to a non-finite point (the logged point just before or after one of its
    points is NaN or Inf) is part of that numerical failure, not a spike: the update that
    overflowed also produced the odd finite values around it, and the trend and noise there are
-   estimated across the gap. The non-finite check reports the event, with its cause.
+   estimated across the gap. The non-finite check reports the event, with its cause. A logged
+   window that held NaN/Inf steps counts as such a point although its own value is finite (our
+   hooks' `train/nonfinite_count`: the window's loss and maxima are taken over its finite
+   steps): zoo_seen20_016, a float16 run with a non-finite step in the window ending at step
+   160, had its window maxima 18x above the trend over the next eight windows, reported as a
+   spike beside the non-finite finding.
 10. A spike is a height the run seldom reaches: an excursion is not reported when the run
    reaches its height routinely in the `NOISE_WINDOW` of logged points around it, at more
    than `ROUTINE_SHARE` (one in twenty) of the positions there, counted as separate stretches
@@ -290,9 +309,24 @@ def spike_scores(y: np.ndarray, warm: np.ndarray, excluded: np.ndarray | None = 
         absolute[excluded] = global_mad
     local_mad = rolling_median(absolute, NOISE_WINDOW, edges="mirror_within")
     del absolute
-    scale = np.maximum(local_mad, max(0.5 * global_mad, TINY_LOG_SCALE), out=local_mad)
+    floor = 0.5 * max(global_mad, second_difference_mad(y, warm | excluded))  # module doc, step 3
+    scale = np.maximum(local_mad, max(floor, TINY_LOG_SCALE), out=local_mad)
     residual /= scale  # the z-scores
     return trend, residual
+
+
+def second_difference_mad(y: np.ndarray, left_out: np.ndarray) -> float:
+    """The noise's MAD as the second differences y[i-1] - 2 y[i] + y[i+1] show it (module doc,
+    step 3): for independent noise they spread sqrt(6) times as wide, and a locally straight
+    trend adds nothing to them. 0 with fewer than `MIN_LOG_POINTS` - 2 of them outside
+    `left_out` (the shortest log judged has that many)."""
+    if y.size < 3:
+        return 0.0
+    second = np.abs(y[:-2] - 2.0 * y[1:-1] + y[2:])
+    usable = ~(left_out[:-2] | left_out[1:-1] | left_out[2:]) & np.isfinite(second)
+    if np.count_nonzero(usable) < MIN_LOG_POINTS - 2:
+        return 0.0
+    return float(np.median(second[usable], overwrite_input=True)) / float(np.sqrt(6.0))
 
 
 @dataclass(frozen=True)
@@ -609,17 +643,25 @@ def reached_by_window_maxima(finding: Event, max_steps: np.ndarray, max_values: 
 
 
 def loss_spikes(
-    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss"
+    steps: np.ndarray, values: np.ndarray, tag: str, schedule: Schedule, what: str = "loss",
+    nonfinite_steps: np.ndarray | None = None,
 ) -> list[Event]:
-    """Spike findings for one loss-like series (finite points only are considered)."""
+    """Spike findings for one loss-like series (finite points only are considered).
+
+    `nonfinite_steps`: logged steps whose window held NaN/Inf steps although the point itself is
+    finite (our hooks' `train/nonfinite_count`): step 9 treats them as non-finite points.
+    """
     steps, values = np.asarray(steps), np.asarray(values, dtype=np.float64)
     finite = np.isfinite(values)
+    broken = ~finite
+    if nonfinite_steps is not None and len(nonfinite_steps):
+        broken |= np.isin(steps, nonfinite_steps)
     beside_nonfinite = None
-    if not finite.all():  # copies only when there is something to leave out
+    if broken.any():  # copies only when there is something to leave out
         from scipy import ndimage
-        beside_nonfinite = ndimage.binary_dilation(~finite)[finite]  # a NaN/Inf just before or after
+        beside_nonfinite = ndimage.binary_dilation(broken)[finite]  # a NaN/Inf in it, just before or after
         steps, values = steps[finite], values[finite]
-    del finite
+    del finite, broken
     if steps.size < MIN_LOG_POINTS:
         return []
     y = log_loss(values)

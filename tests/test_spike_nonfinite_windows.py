@@ -1,0 +1,42 @@
+"""A spike just after a logged window that held NaN/Inf steps is part of that failure (spikes,
+step 9), although the window's own value is finite: our hooks' window loss and maxima are taken
+over the window's finite steps, and `train/nonfinite_count` says the window held others.
+
+zoo_seen20_016 (a float16 MLP under AdamW, window maxima logged every 5 steps): a non-finite
+step in the window ending at step 160, then window maxima 18x above the trend over the next
+eight windows, reported as a spike beside the non-finite finding. The series here is of that
+shape: a falling loss with 5% log-noise, and the eight windows after the counted one lifted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_health_plugin.analysis.detectors.schedule import infer_schedule
+from tb_health_plugin.analysis.detectors.spikes import loss_spikes
+
+
+def _window_maxima() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(16)
+    steps = np.arange(5, 445, 5)
+    values = (0.3 + 2.0 * np.exp(-steps / 80.0)) * np.exp(0.05 * rng.standard_normal(steps.size))
+    after = (steps > 160) & (steps <= 200)
+    values[after] *= 18.0
+    return steps, values
+
+
+def test_spike_after_a_window_that_held_nonfinite_steps_is_not_reported():
+    steps, values = _window_maxima()
+    schedule = infer_schedule(steps)
+    alone = loss_spikes(steps, values, "train/loss_max", schedule, what="loss_window_max")
+    assert [(f.step, f.end_step) for f in alone] == [(165, 200)]  # without the count: a spike
+    counted = loss_spikes(steps, values, "train/loss_max", schedule, what="loss_window_max",
+                          nonfinite_steps=np.array([160]))
+    assert counted == []
+
+
+def test_a_counted_window_elsewhere_leaves_the_spike():
+    steps, values = _window_maxima()
+    found = loss_spikes(steps, values, "train/loss_max", infer_schedule(steps), what="loss_window_max",
+                        nonfinite_steps=np.array([100, 300]))
+    assert [(f.step, f.end_step) for f in found] == [(165, 200)]
