@@ -114,6 +114,7 @@ SCALAR_SPELLINGS: dict[str, tuple[str, ...]] = {
     "loss_min": (LOSS_MIN,),
     "grad_norm_max": (GRAD_NORM_MAX,),
     "nonfinite_count": (NONFINITE_COUNT,),
+    "overflow_count": (OVERFLOW_COUNT,),
 }
 
 PER_PARAMETER_PREFIXES: dict[str, str] = {

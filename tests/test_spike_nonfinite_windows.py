@@ -40,3 +40,35 @@ def test_a_counted_window_elsewhere_leaves_the_spike():
     found = loss_spikes(steps, values, "train/loss_max", infer_schedule(steps), what="loss_window_max",
                         nonfinite_steps=np.array([100, 300]))
     assert [(f.step, f.end_step) for f in found] == [(165, 200)]
+
+
+def _signals(steps: np.ndarray, values: np.ndarray, counts: dict[int, float], overflows: dict[int, float] | None):
+    from tb_health_plugin.analysis.signals import RunSignals
+    from tb_health_plugin.run_data import RunData, ScalarSeries
+
+    scalars = {
+        "train/loss_max": ScalarSeries.from_lists(steps, values),
+        "train/loss": ScalarSeries.from_lists(steps, values / 2.0),
+        "train/nonfinite_count": ScalarSeries.from_lists(steps, [counts.get(int(s), 0.0) for s in steps]),
+    }
+    if overflows is not None:
+        scalars["train/overflow_count"] = ScalarSeries.from_lists(steps, [overflows.get(int(s), 0.0) for s in steps])
+    return RunSignals.from_run(RunData("run", scalars=scalars))
+
+
+def test_a_window_whose_nonfinite_values_the_loss_scaler_skipped_leaves_the_spike():
+    """With dynamic loss scaling the hooks count an overflowed step's Inf gradient norm, and its
+    update is thrown away (`trainer_hooks.stopping.nonfinite_update`): nothing was damaged, so a
+    jump beside that window is the run's own. A window holding more non-finite values than its
+    overflows (a NaN loss as well) is damage, and the jump beside it part of it."""
+    from tb_health_plugin.analysis.checks.loss import check_spikes
+
+    def spikes(counts, overflows):
+        found = check_spikes(_signals(steps, values, counts, overflows))
+        return [(f.step, f.end_step) for f in found if f.kind == "loss_spike"]
+
+    steps, values = _window_maxima()
+    assert spikes({}, None) == [(165, 200)]  # the same series without any count: the spike is found
+    assert spikes({160: 1.0}, {160: 1.0}) == [(165, 200)]  # one overflow, skipped: the spike stays
+    assert spikes({160: 2.0}, {160: 1.0}) == []  # more than the overflows: damage
+    assert spikes({160: 1.0}, None) == []  # no overflow count logged: nothing explains the window

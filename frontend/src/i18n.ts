@@ -121,6 +121,8 @@ const EN = {
   'signal.loss_min': 'loss min',
   'signal.grad_norm_max': 'grad norm max',
   'signal.nonfinite_count': 'non-finite count',
+  'signal.overflow_count': 'overflow count',
+  'signal.host_time_ms': 'host time',
   'signal.param_grad_norm': 'per-layer grad norm',
 };
 
@@ -243,6 +245,8 @@ const ZH: Record<Key, string> = {
   'signal.loss_min': '损失最小值',
   'signal.grad_norm_max': '梯度范数最大值',
   'signal.nonfinite_count': '非有限值计数',
+  'signal.overflow_count': '溢出步数',
+  'signal.host_time_ms': '主机耗时',
   'signal.param_grad_norm': '逐层梯度范数',
 };
 

@@ -32,6 +32,7 @@ class RunSignals:
     loss_min: ScalarSeries | None = None
     grad_norm_max: ScalarSeries | None = None
     nonfinite_count: ScalarSeries | None = None
+    overflow_count: ScalarSeries | None = None  # steps per window the loss scaler skipped (our hooks)
     param_grad_norms: dict[str, ScalarSeries] = field(default_factory=dict)
     param_weight_norms: dict[str, ScalarSeries] = field(default_factory=dict)
     param_update_ratios: dict[str, ScalarSeries] = field(default_factory=dict)

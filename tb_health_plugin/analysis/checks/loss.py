@@ -14,7 +14,12 @@ import numpy as np
 
 from tb_health_plugin.analysis.detectors.climb_back import climbed_back
 from tb_health_plugin.analysis.detectors.divergence import loss_divergence
-from tb_health_plugin.analysis.detectors.nonfinite import nonfinite_counts, nonfinite_values
+from tb_health_plugin.analysis.detectors.nonfinite import (
+    damaged_windows,
+    nonfinite_counts,
+    nonfinite_values,
+    skipped_per_window,
+)
 from tb_health_plugin.analysis.detectors.overfitting import overfitting
 from tb_health_plugin.analysis.detectors.schedule import Schedule, infer_schedule
 from tb_health_plugin.analysis.detectors.spikes import loss_spikes, reached_by_window_maxima
@@ -121,12 +126,16 @@ def check_spikes(signals: RunSignals) -> list[Event]:
 
 
 def _nonfinite_windows(signals: RunSignals) -> np.ndarray | None:
-    """The logged steps whose window held NaN/Inf steps (the hooks' `train/nonfinite_count`)."""
+    """The logged steps whose window held NaN/Inf steps (the hooks' `train/nonfinite_count`)
+    beyond the overflows the loss scaler skipped there (`train/overflow_count`): a skipped
+    update damaged nothing, so a jump beside it is the run's own (`spikes` step 9)."""
     counts = signals.nonfinite_count
     if counts is None or not len(counts):
         return None
-    values = np.asarray(counts.values, dtype=np.float64)
-    return np.asarray(counts.steps)[~(values <= 0)]  # a NaN count is no clean window either
+    skipped = 0.0
+    if signals.overflow_count is not None:
+        skipped = skipped_per_window(counts.steps, signals.overflow_count.steps, signals.overflow_count.values)
+    return np.asarray(counts.steps)[damaged_windows(counts.values, skipped)]
 
 
 def _routine_for_maxima(finding: Event, loss, loss_max) -> bool:

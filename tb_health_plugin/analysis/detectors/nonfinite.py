@@ -88,9 +88,26 @@ def _what_then(bad: np.ndarray, first_bad: int) -> str:
     return "nonfinite.never_finite" if bad.all() else "nonfinite.from_first_point"
 
 
+def damaged_windows(counts: np.ndarray, skipped: np.ndarray | float = 0.0) -> np.ndarray:
+    """Which windows hold more non-finite losses and gradient norms than the loss scaler skipped
+    as overflows (`skipped` per window; each overflow is one non-finite gradient norm whose
+    update was thrown away, the rule `trainer_hooks.stopping.nonfinite_update` stops a run by).
+    A NaN count is no clean window either."""
+    return ~(np.asarray(counts, dtype=np.float64) <= skipped)
+
+
+def skipped_per_window(steps: np.ndarray, overflow_steps: np.ndarray, overflow_counts: np.ndarray) -> np.ndarray:
+    """The hooks' `train/overflow_count` at each of `steps` (0 where none is logged there)."""
+    skipped = np.zeros(np.asarray(steps).size)
+    _, at_window, at_overflow = np.intersect1d(steps, overflow_steps, assume_unique=True, return_indices=True)
+    counts = np.asarray(overflow_counts, dtype=np.float64)[at_overflow]
+    skipped[at_window] = np.where(np.isfinite(counts), counts, 0.0)
+    return skipped
+
+
 def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str) -> list[Event]:
     """Windows in which the training hooks counted non-finite losses or gradients."""
-    bad = np.isfinite(counts) & (counts > 0) | ~np.isfinite(counts)
+    bad = damaged_windows(counts)
     if not bad.any():
         return []
     first = int(steps[bad][0])

@@ -19,18 +19,20 @@ this run shows it), never against the mean loss.
    the loss falls; never below half the run's MAD), a robust z-score for this stretch. That
    floor's MAD is the larger of the residuals' and the one the second differences show
    (`second_difference_mad`: y[i-1] - 2 y[i] + y[i+1] spreads sqrt(6) times as wide as
-   independent Gaussian noise, wider still for heavier tails, and holds nothing of a locally
-   straight trend). Where the noise is smaller
-   than the fall between two logged points, the logged points are monotone and a running
-   median passes through them: their residuals are exactly 0, and so was the MAD of a whole
-   short log (zoo_seen16_089, 56 points every 5 steps of a loss falling from 2.1 to 0.08, its
-   upper half monotone), so that its ordinary late wiggles of 1.5x came out at z of 430,000 and
-   were reported as spikes on a healthy run. The second differences see that noise. In
-   stationary noise (white, AR(1) of either sign) the floor, half that MAD, stays under the
-   local MAD, so it lowers only the z-scores that a median passing through points made. (Taken
-   for the run's MAD itself, it moved the z-scores of ordinary runs: interval means of
-   heavy-tailed noise spread their second differences 15% wider than sqrt(6) times the
-   residuals, enough to lose a labelled +40% lift of 50-step means.)
+   independent Gaussian noise, wider for heavier tails and negative autocorrelation, and holds
+   nothing of a locally straight trend). Where the noise is smaller than the fall between two
+   logged points, the logged points are monotone and a running median passes through them:
+   their residuals are exactly 0, and so was the MAD of a whole short log (zoo_seen16_089, 56
+   points every 5 steps of a loss falling from 2.1 to 0.08, its upper half monotone), so that
+   its ordinary late wiggles of 1.5x came out at z of 430,000 and were reported as spikes on a
+   healthy run. The second differences see that noise. The floor only ever lowers z-scores,
+   and on stationary noise it seldom binds: on the falling curves of `bench_spike_null.py`
+   (100 and 1,000 points, log-noise 0.1), at 0.2% of the points for Gaussian noise, 0.6% for
+   t3, 1.5% for t2, none for AR(1) at +0.5 or +0.9, 1.3% at -0.5 and 12% at -0.9 (strongly
+   alternating noise, whose second differences are 1.6x the residuals' spread). Taken for the
+   run's MAD itself it moved ordinary runs: the 50-step means of spl_dev_mean50_spikes_10 have
+   second differences 15% wider than sqrt(6) times their residuals, enough to lose a labelled
+   +40% lift.
 4. Leave the excursions out (masking): a first spike must not inflate the noise model and hide
    the next ones. The trend, the MAD, the tail fit and the autocorrelation are re-estimated
    without the points of the excursions found so far (and one neighbour each side), until the
@@ -170,7 +172,9 @@ this run shows it), never against the mean loss.
    hooks' `train/nonfinite_count`: the window's loss and maxima are taken over its finite
    steps): zoo_seen20_016, a float16 run with a non-finite step in the window ending at step
    160, had its window maxima 18x above the trend over the next eight windows, reported as a
-   spike beside the non-finite finding.
+   spike beside the non-finite finding. Not where every non-finite value of the window is an
+   overflow the loss scaler skipped (`train/overflow_count`; its update was thrown away, the
+   rule `trainer_hooks.stopping` stops a run by): that damaged nothing (`checks/loss.py`).
 10. A spike is a height the run seldom reaches: an excursion is not reported when the run
    reaches its height routinely in the `NOISE_WINDOW` of logged points around it, at more
    than `ROUTINE_SHARE` (one in twenty) of the positions there, counted as separate stretches
