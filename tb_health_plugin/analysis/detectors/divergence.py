@@ -99,6 +99,10 @@ Method (excess over the running best, on the log of the loss):
    its level for 340 steps (smoothed peak 0.017, under 1% of the start) was reported by no
    detector (zoo_seen20_127: the spike detector leaves an excursion that wide to this one).
    zoo_holdout_013's highest point after its corrupted batch, 0.0173, stays under the line.
+   The long spike reports that point too: the excursion's highest point after `start` (where
+   the smoothed loss first stood above the threshold) missed a jump that came before the damage
+   built up (zoo_seen18_090: a corrupted batch at step 145 gave 23.6 from a level near 0.17, and
+   the finding said "jumps 11.4x above its best level at step 145", the ratio of step 159).
 9. A loss that is non-finite from its first logged point but was finite at the start (a finite
    start loss as in 6, or a finite first point followed only by non-finite ones) blew up within
    the first logging window: the advice is the learning rate, not the inputs.
@@ -287,8 +291,9 @@ def _finite_divergence(
         onset = _onset(y, best, sigma, start, settled_from)
         jumped = y[onset] - best[max(onset - 1, settled_from)] > threshold[onset]
         sudden = not open_at_end and (peak - onset < SUDDEN_POINTS or jumped)
-        # a jump reached its highest point; a rise holds its smoothed level (step 8)
-        reached = float(np.max(y[onset:stop])) if sudden else float(smooth[peak])
+        if sudden:  # a jump is as high as its highest point, which can precede `start` (step 8)
+            peak = onset + int(np.argmax(y[onset:stop]))
+        reached = float(y[peak]) if sudden else float(smooth[peak])  # a rise holds its smoothed level
         if converged(_level(values, y, reached), _loss_value(values, y, start_level), values):
             continue  # step 8 of the module doc
         if sudden:
