@@ -72,3 +72,20 @@ def test_a_window_whose_nonfinite_values_the_loss_scaler_skipped_leaves_the_spik
     assert spikes({160: 1.0}, {160: 1.0}) == [(165, 200)]  # one overflow, skipped: the spike stays
     assert spikes({160: 2.0}, {160: 1.0}) == []  # more than the overflows: damage
     assert spikes({160: 1.0}, None) == []  # no overflow count logged: nothing explains the window
+
+
+def test_the_nonfinite_check_excuses_the_same_skipped_overflows():
+    """The non-finite check reads the same windows by the same rule as the spike detector's
+    step 9 (and the grad-norm check's flagged overflow steps): a window whose only non-finite
+    value is an overflow the loss scaler skipped is dynamic loss scaling working, no alarm; more
+    non-finite values than overflows, or no overflow count logged, is a non-finite finding."""
+    from tb_health_plugin.analysis.checks.loss import check_nonfinite
+
+    def nonfinite(counts, overflows):
+        return [(f.step, f.severity) for f in check_nonfinite(_signals(steps, values, counts, overflows))
+                if f.kind == "nonfinite"]
+
+    steps, values = _window_maxima()
+    assert nonfinite({160: 1.0}, {160: 1.0}) == []
+    assert nonfinite({160: 2.0}, {160: 1.0}) == [(160, "warning")]
+    assert nonfinite({160: 1.0}, None) == [(160, "warning")]

@@ -71,7 +71,8 @@ def check_nonfinite(signals: RunSignals) -> list[Event]:
             findings += nonfinite_values(series.steps, series.values, signals.tag(role), what)
     if signals.nonfinite_count is not None and not any(f.tag == signals.tag("loss") for f in findings):
         counts = signals.nonfinite_count
-        findings += nonfinite_counts(counts.steps, counts.values, signals.tag("nonfinite_count"))
+        findings += nonfinite_counts(counts.steps, counts.values, signals.tag("nonfinite_count"),
+                                     _skipped_overflows(signals))
     return findings
 
 
@@ -132,10 +133,16 @@ def _nonfinite_windows(signals: RunSignals) -> np.ndarray | None:
     counts = signals.nonfinite_count
     if counts is None or not len(counts):
         return None
-    skipped = 0.0
-    if signals.overflow_count is not None:
-        skipped = skipped_per_window(counts.steps, signals.overflow_count.steps, signals.overflow_count.values)
-    return np.asarray(counts.steps)[damaged_windows(counts.values, skipped)]
+    return np.asarray(counts.steps)[damaged_windows(counts.values, _skipped_overflows(signals))]
+
+
+def _skipped_overflows(signals: RunSignals) -> np.ndarray | float:
+    """Per logged window of `train/nonfinite_count`, the overflows the loss scaler skipped there
+    (`train/overflow_count`, 0 where not logged): the non-finite check and the spike detector's
+    step 9 excuse them alike, as the grad-norm check excuses the flagged overflow steps."""
+    if signals.overflow_count is None:
+        return 0.0
+    return skipped_per_window(signals.nonfinite_count.steps, signals.overflow_count.steps, signals.overflow_count.values)
 
 
 def _routine_for_maxima(finding: Event, loss, loss_max) -> bool:

@@ -105,9 +105,11 @@ def skipped_per_window(steps: np.ndarray, overflow_steps: np.ndarray, overflow_c
     return skipped
 
 
-def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str) -> list[Event]:
-    """Windows in which the training hooks counted non-finite losses or gradients."""
-    bad = damaged_windows(counts)
+def nonfinite_counts(steps: np.ndarray, counts: np.ndarray, tag: str,
+                     skipped: np.ndarray | float = 0.0) -> list[Event]:
+    """Windows in which the training hooks counted non-finite losses or gradients beyond the
+    overflows the loss scaler skipped there (`damaged_windows`)."""
+    bad = damaged_windows(counts, skipped)
     if not bad.any():
         return []
     first = int(steps[bad][0])
