@@ -104,7 +104,10 @@ def layer_depth_check(signals: RunSignals) -> list[Event]:
     tags = signals.roles.per_parameter.get("param_grad_norm", {}) if signals.param_grad_norms else {}
     if not tags:
         tags = signals.roles.histograms.get("grad_histogram", {})
-    event = depth_imbalance(norms, steps, tags.get(example, example))
+    # Steps whose loss is NaN or Inf are left out, as in the per-layer check below: their
+    # gradients are the non-finite event's, whatever each layer's norm reads.
+    finite = ~_loss_not_finite(signals, steps)
+    event = depth_imbalance(norms[:, finite], steps[finite], tags.get(example, example))
     if event is None:
         return []
     third = event.evidence["early_layers"]

@@ -10,6 +10,7 @@ KIND = register(
         messages=(
             "gradients.global.exploding",
             "gradients.depth.exploding",
+            "gradients.depth.exploding.closed",
             "gradients.layer.exploding.one",
             "gradients.layer.exploding.many",
         ),

@@ -10,6 +10,7 @@ KIND = register(
         messages=(
             "gradients.global.vanishing",
             "gradients.depth.vanishing",
+            "gradients.depth.vanishing.closed",
             "gradients.layer.vanishing.one",
             "gradients.layer.vanishing.many",
         ),
