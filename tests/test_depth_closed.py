@@ -70,3 +70,11 @@ def test_steps_with_a_non_finite_loss_do_not_make_an_imbalance():
     )
     assert layer_depth_check(signals) == []
     assert depth_imbalance(norms) is not None  # the same norms, every step counted
+
+
+def test_an_exploding_gap_the_run_closed_is_info_in_both_languages():
+    event = depth_imbalance(stack(-closing_after(0.25)), np.arange(36) * 10 + 1)
+    assert event is not None and event.kind == "exploding_gradients" and event.severity == "info"
+    assert event.message == "gradients.depth.exploding.closed"
+    assert f"to step {event.end_step}" in render_finding(event, "en")["message"]
+    assert f"第 {event.end_step} 步" in render_finding(event, "zh")["message"]
