@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.detection import zoo_labels
-from tb_health_plugin.analysis.checks.gradients import layer_depth_check
+from tb_health_plugin.analysis.checks.gradients import gradient_check, layer_depth_check
 from tb_health_plugin.analysis.detectors.layer_depth import depth_imbalance
 from tb_health_plugin.analysis.render import render_finding
 from tb_health_plugin.analysis.signals import RunSignals
@@ -78,3 +78,20 @@ def test_an_exploding_gap_the_run_closed_is_info_in_both_languages():
     assert event.message == "gradients.depth.exploding.closed"
     assert f"to step {event.end_step}" in render_finding(event, "en")["message"]
     assert f"第 {event.end_step} 步" in render_finding(event, "zh")["message"]
+
+
+def test_a_closed_gap_hides_no_later_alarm_of_its_kind():
+    """The closed gap's info comes from the depth check, which runs before the per-layer one;
+    a layer that dies after the gap closed is still a vanishing-gradients alarm."""
+    points = 120
+    steps = np.arange(1, points + 1) * 10
+    norms = stack(closing_after(0.25, points), seed=1)
+    norms[2, 90:] = 0.0  # a middle layer (outside both thirds) receives nothing from step 910
+    scalars = {f"grad_norm/{i}.weight": (steps, norms[i]) for i in range(norms.shape[0])}
+    scalars["train/loss"] = (steps, np.geomspace(2.0, 1.0, points))
+    signals = RunSignals.from_run(
+        RunData("run", scalars={k: ScalarSeries.from_lists(*v) for k, v in scalars.items()})
+    )
+    found = [(f.kind, f.severity) for f in gradient_check(signals)]
+    assert ("vanishing_gradients", "info") in found
+    assert any(kind == "vanishing_gradients" and severity != "info" for kind, severity in found)

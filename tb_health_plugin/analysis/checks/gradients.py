@@ -194,10 +194,13 @@ def _layer_advice(kind: str, event: Event) -> str:
 
 
 def gradient_check(signals: RunSignals) -> list[Event]:
-    """The global, depth and per-layer checks, each kind reported by the first that finds it."""
+    """The global, depth and per-layer checks, each kind reported by the first that finds it.
+
+    An `info` finding (a depth gap the run closed by itself) hides no later check's alarm of
+    its kind: a layer that dies after the gap closed is still reported."""
     findings: list[Event] = []
     for check in (global_norm_check, layer_depth_check, per_layer_check):
-        seen = {f.kind for f in findings}
+        seen = {f.kind for f in findings if f.severity != "info"}
         findings.extend(f for f in check(signals) if f.kind not in seen)
     exploded = [f.step for f in findings if f.kind == "exploding_gradients"]
     if exploded:  # after a blow-up, norms of a broken network (NaN weights, zeros) mean nothing more
