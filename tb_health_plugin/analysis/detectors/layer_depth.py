@@ -27,8 +27,8 @@ A gap the run closed by itself is info, not an alarm: when the stretch ends befo
 does and the median gap over the settled points (the zoo label's own measure) is under
 `DEPTH_DECADES`, the early layers trained at the rate of the late ones for most of the run. Deep
 sigmoid stacks under Adam do this (zoo_seen25_108: 7,700x from step 1 to step 90 of 352, then
-closed; zoo_seen17_071 and zoo_seen18_062 alike), all three healthy by their labels, and a
-warning that says "use ReLU/GELU" on a run that trained well teaches people to skip the tab.
+closed; zoo_seen17_071 and zoo_seen18_062 alike), none of them vanishing by its label, and a
+warning that says "use ReLU/GELU" on a run that trained teaches people to skip the tab.
 Points whose loss is NaN or Inf are left out by the caller (`checks.gradients`), as in the
 label: their gradients are the non-finite event's.
 """
@@ -140,6 +140,7 @@ def depth_imbalance(norms: np.ndarray, steps: np.ndarray | None = None, tag: str
         vanish = kind == "vanishing_gradients"
         closed = stop < n and abs(float(np.nanmedian(level[settled]))) < DEPTH_DECADES
         message = "gradients.depth.vanishing" if vanish else "gradients.depth.exploding"
+        advice = "gradients.advice.depth_vanishing" if vanish else "gradients.advice.depth_exploding"
         severity = "critical" if decades >= CRITICAL_DEPTH_DECADES else "warning"
         return Event(
             kind=kind,
@@ -155,6 +156,6 @@ def depth_imbalance(norms: np.ndarray, steps: np.ndarray | None = None, tag: str
                 "layers": layers,
             },
             args={"smaller_factor": 1 / ratio} if vanish else {},
-            advice=None if closed else "gradients.advice.depth_vanishing" if vanish else "gradients.advice.depth_exploding",
+            advice=None if closed else advice,
         )
     return None
