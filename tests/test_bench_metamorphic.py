@@ -149,3 +149,19 @@ def test_a_rendering_finished_meanwhile_by_another_benchmark_is_kept_whole(tmp_p
     metamorphic.render_all(runs, labels, shared)
     assert len(event_files(shared / "zoo_x_000")) == len(expected)
     assert sorted(path.name for path in shared.parent.iterdir()) == ["split-0"]  # no private folder left
+
+
+def test_a_change_confined_to_an_undetermined_kind_is_counted_apart_and_still_counted():
+    """seen26 (stop 50): four of nine breaks under every 5th point were stalls that the zoo's own
+    rule leaves undetermined for those runs. The held share still counts them; the second share
+    does not, and a change in any other kind beside the undetermined one counts in both."""
+    undecided = frozenset({"stalled_convergence"})
+    assert metamorphic.only_undetermined({"stalled_convergence"}, set(), undecided)
+    assert metamorphic.only_undetermined({"nonfinite", "stalled_convergence"}, {"nonfinite"}, undecided)
+    assert not metamorphic.only_undetermined({"stalled_convergence"}, {"divergence"}, undecided)
+    assert not metamorphic.only_undetermined({"stalled_convergence"}, set(), frozenset())
+    assert not metamorphic.only_undetermined({"nonfinite"}, {"nonfinite"}, undecided)
+    outcome = metamorphic.Outcome("every_5_points", 100, [("a", {"stalled_convergence"}, set()),
+                                                          ("b", {"loss_spike"}, set())], {"a"})
+    assert outcome.held_share == 0.98
+    assert outcome.held_share_determined == 0.99

@@ -370,6 +370,7 @@ def run_split(split: str, families: set[str] | None, with_baselines: bool, verbo
         outcomes = metamorphic.check(split)
         metamorphic.print_table(split, outcomes)
         summary["metamorphic"] = {o.transform: o.held_share for o in outcomes}
+        summary["metamorphic_determined"] = {o.transform: o.held_share_determined for o in outcomes}
     return summary
 
 
