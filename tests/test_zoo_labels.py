@@ -123,6 +123,29 @@ def test_hard_batches_one_step_in_four_reaches_are_no_spikes():
     assert zoo_labels.spike_steps(loss, 2.0, 6) == [200]
 
 
+def test_wide_noise_alone_gets_no_spike_label():
+    """Rule 6's other thresholds are in the loss's units: stationary log-normal noise of sd 1 and
+    nothing else passed them at about 9 steps in 1,000 (`bench/detection/label_null.py`, stop 50);
+    its own noise test asks a jump to stand out of the run's spread."""
+    rng = np.random.default_rng(31)
+    loss = np.exp(rng.standard_normal(2000))
+    assert zoo_labels.spike_steps(loss, 1.0, zoo_labels.smoothing_window(loss.size)) == []
+    loss[1500] = 500.0  # far beyond the noise (6.2 sds): still one
+    assert zoo_labels.spike_steps(loss, 1.0, zoo_labels.smoothing_window(loss.size)) == [1500]
+
+
+def test_a_fall_before_a_spike_is_no_noise_that_hides_it():
+    """Like zoo_seen24_094 at step 82: a corrupted batch 7.9x above its context while the loss was
+    still falling. The noise test taken over the raw log-loss of the 100 steps before it counted
+    the fall as spread (here 0.56: a jump had to be 11x) and refused it; around the running
+    median the spread is the noise's, 0.19 (2.3x)."""
+    rng = np.random.default_rng(32)
+    steps = np.arange(300)
+    loss = (2.1 * np.exp(-steps / 40.0) + 0.4) * np.exp(0.2 * rng.standard_normal(300))
+    loss[90] = 8.0 * float(np.median(loss[70:90]))
+    assert zoo_labels.spike_steps(loss, 2.1, zoo_labels.smoothing_window(loss.size)) == [90]
+
+
 def test_a_spike_shows_in_interval_means_when_it_lifts_its_mean_by_a_third_or_more():
     # like zoo_sealed_007: a corrupted batch at 50x a loss of 0.11, logged as means of 10 steps
     from bench.detection.cases_zoo import visibility
