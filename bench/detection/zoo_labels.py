@@ -162,7 +162,7 @@ Rules, in this order (a run may get several kinds):
    of those steps: a run's fall over them is no noise (zoo_seen24_094, a corrupted batch 7.9x
    above its context while the loss still fell: the raw spread, 0.56, asked 11x). A context
    at zero has no log spread: there the tests above decide. On the tuning splits (dev,
-   holdout, seen23 to seen26) this removed 37 of 100 spike labels; the detector had found one
+   holdout, seen22 to seen26) this removed 43 of 113 spike labels; the detector had found one
    of them, inside an excursion it reported with another label (zoo_dev_116 at step 160: a
    corrupted batch ten steps after another, in log-noise of 0.69, where a jump needs 19x; rule
    6b, whose 20-point context then holds the first batch, does not label it either). README,
