@@ -156,8 +156,8 @@ Rules, in this order (a run may get several kinds):
    thresholds above are in the loss's own units, and noise wide enough passes them by chance:
    fed stationary log-normal noise and nothing else (`bench/detection/label_null.py`, stop 50),
    this rule labelled 0.7 steps in 1,000 at a log-noise sd of 0.5, 4.6 at 0.8, 9.2 at 1, 27 at 2
-   and 36 at 3, each a label on noise; with the test, at most 0.33 at any of them. (Student-t(3)
-   log-noise of the same scale still passes at 6-11 in 1,000, where it passed at 1.5-45: its
+   and 36 at 3, each a label on noise; with the test, at most 0.4 at any of them. (Student-t(3)
+   log-noise of the same scale still passes at 1.5-11.5 in 1,000, where it passed at 1.5-45: its
    tail is heavier than the test assumes.) Around the running median, not over the raw log-loss
    of those steps: a run's fall over them is no noise (zoo_seen24_094, a corrupted batch 7.9x
    above its context while the loss still fell: the raw spread, 0.56, asked 11x). A context
