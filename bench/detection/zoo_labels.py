@@ -152,7 +152,7 @@ Rules, in this order (a run may get several kinds):
    A jump must also stand out of the run's own noise: its log-ratio to the context's median at
    least `SPIKE_NOISE_Z` (4.26) robust sds of the per-step log-noise over the previous
    `SPIKE_HISTORY` steps, taken around the log-loss's `NOISE_WINDOW`-step running median
-   (`log_residuals`, what `log_noise` measures): a one-sided Gaussian tail of 1e-5 a step. The
+   (`log_residuals`, the spread `log_noise` summarises): a one-sided Gaussian tail of 1e-5 a step. The
    thresholds above are in the loss's own units, and noise wide enough passes them by chance:
    fed stationary log-normal noise and nothing else (`bench/detection/label_null.py`, stop 50),
    this rule labelled 0.7 steps in 1,000 at a log-noise sd of 0.5, 4.6 at 0.8, 9.2 at 1, 27 at 2
@@ -585,8 +585,11 @@ def spike_steps(loss: np.ndarray, initial: float, window: int) -> list[int]:
 
 
 def log_residuals(loss: np.ndarray) -> np.ndarray:
-    """The log-loss around its centred running median over `NOISE_WINDOW` steps (NaN where the
-    loss is not finite and positive): the per-step noise `log_noise` measures, without the trend."""
+    """The log-loss around its centred running median over `NOISE_WINDOW` steps, in place (NaN
+    where the loss is not finite and positive, and the median skips those steps), so that each
+    step's recent noise is the residuals just before it. `log_noise` summarises the same spread
+    for a whole run over the finite positive steps taken together (a NaN or a zero shifts its
+    windows by one step there: the two can differ in runs that overflow or reach 0)."""
     positive = np.isfinite(loss) & (loss > 0)
     logs = np.full(loss.size, np.nan)
     logs[positive] = np.log(loss[positive])
