@@ -158,7 +158,8 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
     """Spikes, divergence and stalls of the training loss, reconciled.
 
     Once the loss diverges for good, later excursions are part of the divergence, not spikes,
-    and a run that diverged is not "stalled".
+    and a run that diverged is not "stalled". Except where every rise found is an overflow's
+    (`_overflow_during_warmup`): a NaN the run recovered from does not make a stuck run learn.
     """
     schedule = schedule_for(signals)
     if schedule is None:
@@ -174,8 +175,26 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
         if any(f.severity == "critical" for f in divergence):  # later jumps belong to the blow-up
             onset = min(f.step for f in divergence)
             spikes = [f for f in spikes if f.step < onset]
-        return divergence + spikes
+        if not all(_overflow_during_warmup(f, loss.steps, loss.values, schedule) for f in divergence):
+            return divergence + spikes
+        spikes = divergence + spikes
     return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+
+
+def _overflow_during_warmup(finding: Event, steps: np.ndarray, values: np.ndarray, schedule: Schedule) -> bool:
+    """A rise of the loss that the run recovered from within the warm-up (the stall test's
+    domain starts after it) and that holds or meets the run's non-finite points: the finite
+    edges of a blow-up into NaN/Inf, the non-finite check's event (`analysis/same_event.py`
+    says it once). Such a run can still be stuck: a transformer under AdamW at 0.19 went from
+    2.2 to 70 and Inf in its first 14 steps, then sat at 2.0-2.1 for 3,700 steps (zoo_seen26_122),
+    and the stall was not judged because a divergence had been found. The zoo's labels say the
+    same (`bench/detection/zoo_labels.py`, rules 2 and 5: the part of a rise up to its last NaN
+    or Inf is rule 1's event, and a NaN the run recovered from does not make a stuck run learn).
+    A rise open at the end, or one that ends after the warm-up, keeps the stall unjudged."""
+    if finding.end_step is None or finding.end_step >= schedule.warmup_end_step:
+        return False
+    nonfinite = np.asarray(steps)[~np.isfinite(np.asarray(values, dtype=np.float64))]
+    return bool(nonfinite.size) and finding.step <= int(nonfinite[-1]) and int(nonfinite[0]) <= finding.end_step
 
 
 def _blew_up_in_first_interval(finding: Event, signals: RunSignals) -> Event:

@@ -30,7 +30,8 @@ Method (tests of the log-loss's change against the run's own earlier progress):
    (`bench/detection/zoo_labels.py`, rule 5): the same statistic over the same stretch, the
    same 5%, the same half of the start. A loss that rose there learned nothing either (a rise
    the divergence detector reports comes first: `checks/loss.py` asks for a stall only where
-   there is none): the test once asked the change to lie within +-5%, and a run at chance
+   there is none, or where each is the finite edge of an overflow the run recovered from within
+   its warm-up): the test once asked the change to lie within +-5%, and a run at chance
    level whose loss crept up 5-10% (a ReLU net whose layers died under Momentum at 0.38; a ReLU
    net under Adam at 0.11, +9% at a constant rate) was then neither stalled nor diverging, and
    nothing was reported. The
