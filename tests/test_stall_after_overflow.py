@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from bench.detection import zoo_labels
+from tb_health_plugin.analysis.checks.loss import check_loss_curve
 from tb_health_plugin.analysis.engine import analyze_runs
+from tb_health_plugin.analysis.render import render_finding
+from tb_health_plugin.analysis.signals import RunSignals
 from tb_health_plugin.run_data import RunData, ScalarSeries
 
 STEPS = 400
@@ -59,3 +62,19 @@ def test_the_same_blow_up_without_an_overflow_is_a_divergence_and_no_stall(seed)
     loss = stuck_after_a_blow_up(seed, overflow=False)
     assert labels(loss) == {"divergence"}
     assert alarms(loss, 1) == {"divergence"}
+
+
+def test_the_stall_after_an_overflow_names_the_blow_up_and_its_advice_in_both_languages():
+    """The flat run's advice (gradients that do not reach the parameters, a rate far too small)
+    points the wrong way after a blow-up that a rate too high caused."""
+    loss = stuck_after_a_blow_up(0)
+    steps = np.arange(1, STEPS + 1)
+    signals = RunSignals.from_run(RunData("run", scalars={
+        "train/loss": ScalarSeries.from_lists(steps, loss),
+        "train/lr": ScalarSeries.from_lists(steps, np.full(STEPS, RATE)),
+    }))
+    (stall,) = [f for f in check_loss_curve(signals) if f.kind == "stalled_convergence"]
+    assert stall.message == "stalled.from_start.after_blow_up" and stall.args["blow_up_step"] == 9
+    english = render_finding(stall, "en")["message"]
+    assert "since it blew up into NaN/Inf at step 9" in english and "too small" not in english
+    assert "第 9 步" in render_finding(stall, "zh")["message"]

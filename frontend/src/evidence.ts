@@ -25,6 +25,7 @@ export const FIELDS: Record<string, Field> = {
   best_eval_loss: F('Best eval loss', '最佳验证损失'),
   best_eval_step: F('Best eval step', '最佳验证步', 'step'),
   best_loss: F('Best loss', '最低损失'),
+  blow_up_step: F('Blew up into NaN/Inf at step', '溢出为 NaN/Inf 的步', 'step'),
   change_log: F('Loss change over the tail', '尾段损失变化', 'logratio'),
   change_stderr_log: F('Standard error of that change', '该变化的标准误', 'logratio'),
   collapse_factor: F('Collapse factor', '塌缩倍数', 'factor'),

@@ -177,8 +177,20 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
             spikes = [f for f in spikes if f.step < onset]
         if not all(_overflow_during_warmup(f, loss.steps, loss.values, schedule) for f in divergence):
             return divergence + spikes
-        spikes = divergence + spikes
+        stalls = stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+        return divergence + spikes + [_since_the_blow_up(f, loss.steps, loss.values) for f in stalls]
     return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+
+
+def _since_the_blow_up(stall: Event, steps: np.ndarray, values: np.ndarray) -> Event:
+    """A run stuck since an overflow in its warm-up is told so, with the blow-up's advice: the
+    flat run's (gradients that do not reach the parameters, a rate far too small) points the
+    wrong way there, where a rate too high blew the weights up (zoo_seen26_122: AdamW at 0.19)."""
+    if not stall.message.startswith("stalled.from_start"):
+        return stall
+    first = int(np.asarray(steps)[~np.isfinite(np.asarray(values, dtype=np.float64))][0])
+    return replace(stall, message="stalled.from_start.after_blow_up", args={**stall.args, "blow_up_step": first},
+                   evidence={**stall.evidence, "blow_up_step": first})
 
 
 def _overflow_during_warmup(finding: Event, steps: np.ndarray, values: np.ndarray, schedule: Schedule) -> bool:

@@ -7,7 +7,8 @@ from tb_health_plugin.analysis.kinds import Kind, register
 KIND = register(
     Kind(
         name="stalled_convergence",
-        messages=("stalled.from_start", "stalled.from_start.rising", "stalled.since_step", "stalled.lr_share", "series.loss"),
+        messages=("stalled.from_start", "stalled.from_start.rising", "stalled.from_start.after_blow_up",
+                  "stalled.since_step", "stalled.lr_share", "series.loss"),
         causes=("lr_at_floor", "vanishing_gradients"),
         run_checks=(check_loss_curve,),
         diagnose=diagnosis.stall_cause,
