@@ -7,8 +7,8 @@ and 10 robust deviations above it, and twice the loss one step in twenty reached
 previous 100 steps), and since stop 50 4.26 robust sds of the run's own detrended log-noise above
 its context. The first thresholds are in the loss's own units, so how often noise alone passed
 them depended on how wide the noise is (Gaussian log-noise of sd 2: 27 labels in 1,000 steps);
-the noise test is calibrated on this benchmark (at most 0.4 in 1,000 for Gaussian noise of any
-width; heavier-tailed noise still passes it). This benchmark feeds `zoo_labels.spike_steps` stationary
+the noise test is calibrated on this benchmark (at most 0.4 in 1,000 for Gaussian noise of the
+widths measured, sd 0.1 to 3; heavier-tailed noise still passes it). This benchmark feeds `zoo_labels.spike_steps` stationary
 log-noise around 1 (the initial loss 1: its half is 0.5) of a known law and scale, nothing else,
 and prints the labels per 1,000 steps: every one is a label on noise. The benchmark's spike
 events by per-step log-noise (`run.print_spike_events_by_family`) are to be read beside it:

@@ -171,42 +171,46 @@ def check_loss_curve(signals: RunSignals) -> list[Event]:
     if not divergence and (climb := climbed_back(loss.steps, loss.values, signals.tag("loss"))) is not None:
         divergence = [climb]
     spikes = _merge_spikes([f for f in found if f.kind == "loss_spike"], check_spikes(signals), loss.steps)
-    if divergence:
-        if any(f.severity == "critical" for f in divergence):  # later jumps belong to the blow-up
-            onset = min(f.step for f in divergence)
-            spikes = [f for f in spikes if f.step < onset]
-        if not all(_overflow_during_warmup(f, loss.steps, loss.values, schedule) for f in divergence):
-            return divergence + spikes
-        stalls = stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
-        return divergence + spikes + [_since_the_blow_up(f, loss.steps, loss.values) for f in stalls]
-    return spikes + stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+    if any(f.severity == "critical" for f in divergence):  # later jumps belong to the blow-up
+        onset = min(f.step for f in divergence)
+        spikes = [f for f in spikes if f.step < onset]
+    nonfinite_steps = loss.steps[~np.isfinite(loss.values)] if divergence else None
+    if not all(_overflow_during_warmup(f, nonfinite_steps, schedule) for f in divergence):
+        return divergence + spikes
+    stalls = stalled_convergence(loss.steps, loss.values, signals.tag("loss"), schedule)
+    if divergence:  # every rise is an overflow's: the stall is since the blow-up
+        stalls = [_since_the_blow_up(f, int(nonfinite_steps[0])) for f in stalls]
+    return divergence + spikes + stalls
 
 
-def _since_the_blow_up(stall: Event, steps: np.ndarray, values: np.ndarray) -> Event:
-    """A run stuck since an overflow in its warm-up is told so, with the blow-up's advice: the
-    flat run's (gradients that do not reach the parameters, a rate far too small) points the
-    wrong way there, where a rate too high blew the weights up (zoo_seen26_122: AdamW at 0.19)."""
+def _since_the_blow_up(stall: Event, blow_up_step: int) -> Event:
+    """A run stuck since an overflow in its warm-up (first non-finite loss at `blow_up_step`) is
+    told so, with the blow-up's advice: the flat run's (gradients that do not reach the
+    parameters, a rate far too small) points the wrong way there, where a rate too high blew the
+    weights up (zoo_seen26_122: AdamW at 0.19)."""
     if not stall.message.startswith("stalled.from_start"):
         return stall
-    first = int(np.asarray(steps)[~np.isfinite(np.asarray(values, dtype=np.float64))][0])
-    return replace(stall, message="stalled.from_start.after_blow_up", args={**stall.args, "blow_up_step": first},
-                   evidence={**stall.evidence, "blow_up_step": first})
+    return replace(stall, message="stalled.from_start.after_blow_up",
+                   args={**stall.args, "blow_up_step": blow_up_step},
+                   evidence={**stall.evidence, "blow_up_step": blow_up_step})
 
 
-def _overflow_during_warmup(finding: Event, steps: np.ndarray, values: np.ndarray, schedule: Schedule) -> bool:
+def _overflow_during_warmup(finding: Event, nonfinite_steps: np.ndarray, schedule: Schedule) -> bool:
     """A rise of the loss that the run recovered from within the warm-up (the stall test's
-    domain starts after it) and that holds or meets the run's non-finite points: the finite
-    edges of a blow-up into NaN/Inf, the non-finite check's event (`analysis/same_event.py`
-    says it once). Such a run can still be stuck: a transformer under AdamW at 0.19 went from
+    domain starts after it) and whose span meets that of the run's non-finite points
+    (`nonfinite_steps`, in step order): the finite edges of a blow-up into NaN/Inf, the
+    non-finite check's event. `analysis/same_event.py` folds such a rise into the non-finite
+    finding only when it holds the whole episode; meeting it is enough here, as the zoo's rule 2
+    leaves every rise up to the last NaN to rule 1 (zoo_seen24_047: a rise at steps 9-17 inside
+    an episode from step 2 to 68, reported beside it). Such a run can still be stuck: a transformer under AdamW at 0.19 went from
     2.2 to 70 and Inf in its first 14 steps, then sat at 2.0-2.1 for 3,700 steps (zoo_seen26_122),
     and the stall was not judged because a divergence had been found. The zoo's labels say the
     same (`bench/detection/zoo_labels.py`, rules 2 and 5: the part of a rise up to its last NaN
     or Inf is rule 1's event, and a NaN the run recovered from does not make a stuck run learn).
     A rise open at the end, or one that ends after the warm-up, keeps the stall unjudged."""
-    if finding.end_step is None or finding.end_step >= schedule.warmup_end_step:
+    if finding.end_step is None or finding.end_step >= schedule.warmup_end_step or not nonfinite_steps.size:
         return False
-    nonfinite = np.asarray(steps)[~np.isfinite(np.asarray(values, dtype=np.float64))]
-    return bool(nonfinite.size) and finding.step <= int(nonfinite[-1]) and int(nonfinite[0]) <= finding.end_step
+    return finding.step <= int(nonfinite_steps[-1]) and int(nonfinite_steps[0]) <= finding.end_step
 
 
 def _blew_up_in_first_interval(finding: Event, signals: RunSignals) -> Event:
