@@ -295,3 +295,26 @@ def test_the_loss_as_logged_is_each_paths_own_view():
     assert logged_loss(loss, logged, points=False, window_max=True)[0].tolist() == [1.0, 50.0, 10.0]
     means, at = logged_loss(loss, np.array([5, 10]), points=False, window_max=False)
     assert at.tolist() == [5, 10] and means.tolist() == [np.mean(loss[:5]), np.mean(loss[5:])]
+
+
+def test_a_loss_stuck_at_zero_has_no_spikes():
+    # A float32 run at Inf or exactly 0 from its second step (zoo_seen28_117): its start level is
+    # 0, so "twice the context" and "half the initial loss" were met by a 0 among 0s.
+    rng = np.random.default_rng(3)
+    loss = np.where(rng.random(250) < 0.15, np.inf, 0.0)
+    loss[0] = 5.1
+    safe = np.where(np.isfinite(loss), loss, np.nan)
+    initial, _ = zoo_labels.start_levels(safe)
+    assert initial == 0.0
+    assert zoo_labels.spike_steps(safe, initial, zoo_labels.smoothing_window(loss.size)) == []
+    logged = np.arange(5, 251, 5)
+    shown = np.zeros(logged.size)
+    assert zoo_labels.injected_spikes(shown, logged, [150, 200], window=5) == []
+    assert not zoo_labels.lifts_mean(shown, 30)
+    loss[120:123] = 0.0
+    loss[121] = 3.0  # a real rise above that 0 is still one
+    safe = np.where(np.isfinite(loss), loss, np.nan)
+    assert 121 in zoo_labels.spike_steps(safe, initial, zoo_labels.smoothing_window(loss.size))
+    shown[30] = 2.0
+    assert zoo_labels.injected_spikes(shown, logged, [150], window=5) == [155]
+    assert zoo_labels.lifts_mean(shown, 30)

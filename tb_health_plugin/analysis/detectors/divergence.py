@@ -59,7 +59,9 @@ Method (excess over the running best, on the log of the loss):
    which level it compared with (`_StartSaid`): where the run started, when that is its first
    logged point or the first window's minimum, else the lowest of its first points, and it
    calls the weights worse than their initialisation only when the end also stands twice above
-   the first logged loss.
+   the first logged loss. Against the lowest of its first points when that is not the first
+   (a level the run reached), the end must also have undone more than `LOST_SHARE` of what the
+   run had learned by then, in loss units (`_undid_most`): a lucky low batch is no level.
 7. A run whose loss went far above where it started, `FAR_ABOVE_START` = 100x for longer than
    a spike (the 5-point median, so at least 3 consecutive points), went through weights far
    worse than their random initialisation, whatever happened afterwards: critical, even when
@@ -72,9 +74,10 @@ Method (excess over the running best, on the log of the loss):
    can fall 1000x, and its first points then stand far above their lowest without any rise.
    Below 100x, the same test with step 6's margin, `max(Z_EXCESS sigma, ENDS_ABOVE_START)`
    (twice the start: weights worse than their initialisation), over more smoothed points than
-   a spike has (`MAX_SPIKE_POINTS`), against the lowest of the first logged points (like with
-   like: a window minimum sits below its window's mean by the noise, by more than half in a
-   noisy run), is a warning, wherever it happened and whatever came
+   a spike has (`MAX_SPIKE_POINTS`), against the lower of the first logged point and the median
+   of the first points (`_untrained_level`; like with like: a window minimum sits below its
+   window's mean by the noise, by more than half in a noisy run, and so does the lowest of a
+   few noisy points), is a warning, wherever it happened and whatever came
    after: the running best of step 4 starts after warm-up, so a rise within the first tenth
    of the run (the warm-up assumed without a logged rate) that came back was seen by no step
    (zoo_sealed_063 of seed 24171: from 1.3 to 10-24 for 100 of its 296 steps, then 2-4, and
@@ -138,6 +141,7 @@ MAX_SPIKE_POINTS = 8
 MIN_POINTS = 8
 SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onset is a jump
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
+LOST_SHARE = 0.5  # a run that lost what it learned undid more than half of it (`climb_back`, step 6)
 ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
 TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
@@ -325,14 +329,30 @@ def _start_level(values: np.ndarray, y: np.ndarray, start_loss: float | None) ->
     return level
 
 
+def _untrained_level(y: np.ndarray) -> float:
+    """Step 7's warning start: the lower of the first logged point and the median of the first
+    `EDGE_POINTS`, the two levels the zoo's rule 2 draws its line from (the first loss and the
+    median of the first steps). The warning rests on the untrained loss (a warm-up bump lifts
+    the current loss, which is below it); the first point is that loss, and the lower of the two
+    when a blow-up begins within the first points; the median, when the first point already
+    holds one. Not their lowest: a run that fell within them has reached that level, and a bump
+    to a few times a reached level is what a healthy warm-up does; and the lowest of five noisy
+    points lies below their level (zoo_seen28_043: 2.16, 1.93, 1.09, 0.35 and a lucky batch at
+    0.029 by step 20, a bump to 1-3, below where it started, and on down to 0.1-0.6, was a "114x"
+    blow-up). Steps 6 and 7's critical test keep the lowest: a run that ends or sits 100x above
+    a level it reached has lost it (zoo_seen_079: 2.05 to 0.80 within its first points, then
+    chance level to the end)."""
+    head = y[:EDGE_POINTS]
+    return min(float(head[0]), float(np.median(head)))
+
+
 def _start_index(y: np.ndarray, start_level: float) -> int:
     """The logged point the start level was taken from, or -1 when it came from the first
     window's minimum (before every logged point). Logged sparsely, the first `EDGE_POINTS`
     points span much of a fast run: one that fell 1000x within them starts from their lowest,
     and its earlier points stand far above that start without anything having risen."""
-    head = y[:EDGE_POINTS]
-    at = int(np.argmin(head))
-    return at if head[at] <= start_level else -1
+    at = np.flatnonzero(y[:EDGE_POINTS] == start_level)
+    return int(at[0]) if at.size else -1
 
 
 def _loss_value(values: np.ndarray, y: np.ndarray, start_level: float) -> float:
@@ -354,7 +374,7 @@ def _far_above_start(steps, values, y, smooth, sigma, tag, what, start_level) ->
         first_far = int(np.argmax(far))
         last_far = int(np.flatnonzero(far)[-1])
     else:  # the logged points' own start: a window minimum sits below them by the noise
-        start_level = _start_level(values, y, None)
+        start_level = _untrained_level(y)
         margin = max(Z_EXCESS * sigma, ENDS_ABOVE_START)
         above = smooth - start_level > margin
         above[: _start_index(y, start_level) + 1] = False
@@ -415,13 +435,16 @@ class _StartSaid:
     def __init__(self, y: np.ndarray, start_level: float, held: bool = False) -> None:
         self.first_level = float(y[0])
         self.at = -1 if held else _start_index(y, start_level)
+        self.lowest = self.at >= 0 and y[self.at] <= np.min(y[:EDGE_POINTS])
         self.held = held
 
     @property
     def phrase(self) -> str:
         if self.held:
             return "divergence.start.median_of_first"
-        return "divergence.start.where" if self.at <= 0 else "divergence.start.early_low"
+        if self.at <= 0:
+            return "divergence.start.where"
+        return "divergence.start.early_low" if self.lowest else "divergence.start.early_median"
 
     def is_untrained(self, level: float) -> bool:
         """Whether `level` also stands twice above the first logged loss (always, when the start
@@ -482,6 +505,8 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, 
     if end_level - start_level <= margin:
         return None
     start = _StartSaid(y, start_level)
+    if start.at > 0 and not _undid_most(values, y, start_level, end_level):
+        return None
     above = smooth - start_level > margin
     above[: start.at + 1] = False  # a rise comes after the start it rose from (as in step 7)
     first_above = int(np.argmax(above))
@@ -515,6 +540,17 @@ def _ended_above_start(steps, values, y, smooth, sigma, tag, what, start_level, 
             "last_healthy_step": last_healthy,
         },
     )
+
+
+def _undid_most(values: np.ndarray, y: np.ndarray, start_level: float, end_level: float) -> bool:
+    """Step 6 against a level the run reached within its first points (not the first point, nor
+    the first window's minimum): the end undid more than `LOST_SHARE` (half) of what
+    the run had learned by then, in loss units, as `climb_back` and the zoo's rule 2 ask of a
+    run that lost what it learned. On the log scale a lucky low batch among the first points
+    makes an end that kept most of the learning look far above "the start" (zoo_seen28_043
+    without its window minima: 2.16 at step 1, 0.029 at step 20, 0.45 at the end: "15x")."""
+    start, first, end = (_loss_value(values, y, level) for level in (start_level, float(y[0]), end_level))
+    return end - start > LOST_SHARE * (first - start)
 
 
 def _divergence_finding(

@@ -15,6 +15,7 @@ KIND = register(
             "divergence.start.window_min",
             "divergence.start.where",
             "divergence.start.early_low",
+            "divergence.start.early_median",
             "divergence.start.median_of_first",
             "divergence.nonfinite.never_finite",
             "divergence.nonfinite.first_interval",
