@@ -649,3 +649,34 @@ def test_an_early_spike_after_the_rate_s_own_warm_up_is_said_to_be_early_not_in_
     said = {f.step: english(f) for f in found if f.kind == "loss_spike"}
     assert all(f.severity == "info" for f in found) and set(said) == {10, 61}
     assert "during warm-up" in said[10] and "early in the run" in said[61] and "warm-up" not in said[61]
+
+
+def knocked_out_of_convergence(end_level: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """zoo_seen28_066's shape, logged every step: a classifier that fit its data (2.09 down to
+    about 0.005), a corrupted batch at step 155 (34.6), then a level that decays towards
+    `end_level` and stays above where it was to the end (step 232)."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, 233)
+    level = np.maximum(2.09 * np.exp(-steps / 12.0), 0.005)
+    after = steps > 155
+    level[after] = end_level + (0.8 - end_level) * np.exp(-(steps[after] - 156) / 15.0)
+    loss = level * np.exp(0.3 * rng.standard_normal(steps.size))
+    loss[154] = 34.6
+    return steps, loss
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_converged_model_a_bad_batch_moved_a_little_has_no_divergence_alarm(seed):
+    steps, loss = knocked_out_of_convergence(0.18, seed)
+    found = [f for f in loss_divergence(steps, loss, "loss", infer_schedule(steps)) if f.kind == "divergence"]
+    assert [(f.severity, f.step) for f in found] == [("info", 155)]
+    assert found[0].evidence["end_share"] < 0.25
+    assert "the run kept most of what it learned" in english(found[0])
+    assert "训练学到的大部分仍在" in render_finding(found[0], "zh")["message"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_same_batch_leaving_it_far_from_converged_is_a_divergence(seed):
+    steps, loss = knocked_out_of_convergence(1.2, seed)  # back at 57% of its start: most of the learning lost
+    found = alarms(loss_divergence(steps, loss, "loss", infer_schedule(steps)))
+    assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]

@@ -52,6 +52,7 @@ import numpy as np
 from tb_health_plugin.analysis.detectors.divergence import (
     EDGE_POINTS,
     LOST_SHARE,
+    MIN_SHARE_OF_START,
     NOISE_TREND_WINDOW,
     SMOOTH_WINDOW,
     Z_EXCESS,
@@ -69,7 +70,6 @@ from tb_health_plugin.analysis.event import Event, Phrase
 
 MIN_POINTS = 20  # fewer, and a tenth of the run is 1 point: no held level, only points
 LEVEL_SHARE = 0.10  # the best level is one held for a tenth of the run; the end is its last tenth
-MIN_SHARE_OF_START = 0.25
 MAX_LEVEL_POINTS = 4000  # longer series are judged on the medians of groups of points (step 4)
 GROUPS_AT_ONCE = 256  # group medians computed per partition: temporaries of 256 groups' points
 

@@ -106,6 +106,11 @@ Method (excess over the running best, on the log of the loss):
    the smoothed loss first stood above the threshold) missed a jump that came before the damage
    built up (zoo_seen18_090: a corrupted batch at step 145 gave 23.6 from a level near 0.17, and
    the finding said "jumps 11.4x above its best level at step 145", the ratio of step 159).
+   A rise open at the end that left the converged regime (its best level before it at or
+   under 1% of the start) is information, not an alarm, when the run ends less than
+   `MIN_SHARE_OF_START` (a quarter) of the start above that best (`_slight_from_converged`):
+   the run kept most of what it learned, and `climb_back` and the zoo's rule 2 ask a quarter
+   of the start of a run that lost its learning.
 9. A loss that is non-finite from its first logged point but was finite at the start (a finite
    start loss as in 6, or a finite first point followed only by non-finite ones) blew up within
    the first logging window: the advice is the learning rate, not the inputs.
@@ -142,6 +147,8 @@ MIN_POINTS = 8
 SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onset is a jump
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
 LOST_SHARE = 0.5  # a run that lost what it learned undid more than half of it (`climb_back`, step 6)
+MIN_SHARE_OF_START = 0.25  # ... and by a quarter of its start loss at least (`climb_back`, step 8)
+_RANK = {"info": 0, "warning": 1, "critical": 2}
 ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
 TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
@@ -306,14 +313,15 @@ def _finite_divergence(
         if divergence is not None and (divergence_open or not open_at_end):
             continue
         onset = min(onset, _trend_onset(y, smooth, best, sigma, onset, start, stop, settled_from))
+        slight = _slight_from_converged(values, y, best[start], smooth) if open_at_end else None
         divergence = _divergence_finding(
-            steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, noise[peak], threshold[peak]
+            steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, noise[peak], threshold[peak],
+            slight,
         )
         divergence_open = open_at_end
     if ended_above is not None and not divergence_open:
         divergence, divergence_open = ended_above, True
-    elif far_above is not None and (divergence is None or (
-            divergence.severity != "critical" and far_above.severity == "critical")):
+    elif far_above is not None and (divergence is None or _RANK[far_above.severity] > _RANK[divergence.severity]):
         divergence = far_above  # its jumps are part of it, not spikes of their own
         long_spikes = [f for f in long_spikes if not far_above.step <= f.step <= far_above.end_step]
     return divergence, divergence_open, long_spikes
@@ -553,24 +561,52 @@ def _undid_most(values: np.ndarray, y: np.ndarray, start_level: float, end_level
     return end - start > LOST_SHARE * (first - start)
 
 
+def _slight_from_converged(values: np.ndarray, y: np.ndarray, best_level: float, smooth: np.ndarray) -> dict | None:
+    """Step 8's open rise from the converged regime: its loss levels (`end_loss`, `start_loss`,
+    `end_share` of the start) when the best level before it had fit the data (at or under
+    `stall.CONVERGED_SHARE` of the start, `_untrained_level`) and the run ends less than
+    `MIN_SHARE_OF_START` of the start above that best, else None. On the log scale such a rise is
+    huge; in the loss's units the run kept most of what it learned, the materiality that
+    `climb_back` and the zoo's rule 2 ask of a run that lost its learning (a rebound of a
+    quarter of the start). A corrupted batch that knocked a converged classifier from 0.004 to
+    34.6 and left it at 0.18 (zoo_seen28_066; 9% of its start, 2.09) was a critical
+    divergence, "8020x above its best"; five such runs on the tuning zoo, none labelled
+    divergent, against nine labelled ones from a best that small, which end 0.39-1.07 of their
+    start above it."""
+    start = _loss_value(values, y, _untrained_level(y))
+    best = _loss_value(values, y, best_level)
+    end = _loss_value(values, y, float(np.median(smooth[-EDGE_POINTS:])))
+    if not converged(best, start, values) or end - best >= MIN_SHARE_OF_START * start:
+        return None
+    return {"end_loss": end, "start_loss": start, "end_share": end / start}
+
+
 def _divergence_finding(
-    steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold
+    steps, values, y, best, excess, tag, what, onset, start, peak, stop, open_at_end, sigma, threshold, slight=None
 ) -> Event:
+    """The rise of step 4: critical when still open at the end, a warning when the run
+    recovered, information only when it is slight (`_slight_from_converged`)."""
     best_level = best[start]
     ratio = float(np.exp(y[peak] - best_level))
     last_healthy = int(steps[onset - 1]) if onset > 0 else None
+    if slight is not None:
+        severity, status = "info", Phrase("divergence.rise.open_slight")
+    else:
+        severity = "critical" if open_at_end else "warning"
+        status = Phrase("divergence.rise.open" if open_at_end else "divergence.rise.recovered")
     return Event(
         kind="divergence",
-        severity="critical" if open_at_end else "warning",
+        severity=severity,
         step=int(steps[onset]),
         end_step=None if open_at_end else int(steps[stop - 1]),
         tag=tag,
         message="divergence.rise",
         args={
             "what": Phrase(f"series.{what}"),
-            "status": Phrase("divergence.rise.open" if open_at_end else "divergence.rise.recovered"),
+            "status": status,
             "recovered_step": int(steps[stop - 1]),
-            "then": Phrase("divergence.rise.restart" if last_healthy is not None else "divergence.rise.lower_lr"),
+            "then": Phrase("divergence.rise.slight_then" if slight is not None and last_healthy is not None
+                           else "divergence.rise.restart" if last_healthy is not None else "divergence.rise.lower_lr"),
         },
         evidence={
             "best_loss": _level(values, y, best_level),
@@ -583,6 +619,7 @@ def _divergence_finding(
             "excess_z": float(excess[peak] / sigma),
             "detected_at_step": int(steps[start]),
             "last_healthy_step": last_healthy,
+            **(slight or {}),
         },
     )
 

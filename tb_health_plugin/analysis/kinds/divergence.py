@@ -32,6 +32,8 @@ KIND = register(
             "divergence.ended_above.lost_learning",
             "divergence.rise",
             "divergence.rise.open",
+            "divergence.rise.open_slight",
+            "divergence.rise.slight_then",
             "divergence.rise.recovered",
             "divergence.rise.restart",
             "divergence.rise.lower_lr",
