@@ -133,8 +133,9 @@ from tb_health_plugin.analysis.detectors.robust import (
 )
 from tb_health_plugin.analysis.detectors.robust_levels import runs_of_true
 from tb_health_plugin.analysis.detectors.schedule import Schedule
-from tb_health_plugin.analysis.detectors.stall import converged
+from tb_health_plugin.analysis.detectors.stall import converged, start_level
 from tb_health_plugin.analysis.event import Event, Phrase
+from tb_health_plugin.contract import SEVERITY_RANK
 
 SMOOTH_WINDOW = 5
 NOISE_TREND_WINDOW = 17
@@ -148,7 +149,6 @@ SUDDEN_POINTS = 3  # a rise reaching its peak within 3 logged points of its onse
 EDGE_POINTS = 5  # points at each end of the run compared by step 6
 LOST_SHARE = 0.5  # a run that lost what it learned undid more than half of it (`climb_back`, step 6)
 MIN_SHARE_OF_START = 0.25  # ... and by a quarter of its start loss at least (`climb_back`, step 8)
-_RANK = {"info": 0, "warning": 1, "critical": 2}
 ENDS_ABOVE_START = float(np.log(2.0))
 FAR_ABOVE_START = float(np.log(100.0))
 TREND_MIN_POINTS = 8  # a line needs a few points to be worth more than the ONSET_Z rule
@@ -321,7 +321,7 @@ def _finite_divergence(
         divergence_open = open_at_end
     if ended_above is not None and not divergence_open:
         divergence, divergence_open = ended_above, True
-    elif far_above is not None and (divergence is None or _RANK[far_above.severity] > _RANK[divergence.severity]):
+    elif far_above is not None and (divergence is None or SEVERITY_RANK[far_above.severity] > SEVERITY_RANK[divergence.severity]):
         divergence = far_above  # its jumps are part of it, not spikes of their own
         long_spikes = [f for f in long_spikes if not far_above.step <= f.step <= far_above.end_step]
     return divergence, divergence_open, long_spikes
@@ -338,8 +338,8 @@ def _start_level(values: np.ndarray, y: np.ndarray, start_loss: float | None) ->
 
 
 def _untrained_level(y: np.ndarray) -> float:
-    """Step 7's warning start: the lower of the first logged point and the median of the first
-    `EDGE_POINTS`, the two levels the zoo's rule 2 draws its line from (the first loss and the
+    """Step 7's warning start: `stall.start_level` over the first `EDGE_POINTS`, the lower of the
+    first logged point and their median, the two levels the zoo's rule 2 draws its line from (the first loss and the
     median of the first steps). The warning rests on the untrained loss (a warm-up bump lifts
     the current loss, which is below it); the first point is that loss, and the lower of the two
     when a blow-up begins within the first points; the median, when the first point already
@@ -350,8 +350,7 @@ def _untrained_level(y: np.ndarray) -> float:
     blow-up). Steps 6 and 7's critical test keep the lowest: a run that ends or sits 100x above
     a level it reached has lost it (zoo_seen_079: 2.05 to 0.80 within its first points, then
     chance level to the end)."""
-    head = y[:EDGE_POINTS]
-    return min(float(head[0]), float(np.median(head)))
+    return start_level(y, EDGE_POINTS)
 
 
 def _start_index(y: np.ndarray, start_level: float) -> int:
@@ -571,7 +570,7 @@ def _slight_from_converged(values: np.ndarray, y: np.ndarray, best_level: float,
     quarter of the start). A corrupted batch that knocked a converged classifier from 0.004 to
     34.6 and left it at 0.18 (zoo_seen28_066; 9% of its start, 2.09) was a critical
     divergence, "8020x above its best"; five such runs on the tuning zoo, none labelled
-    divergent, against nine labelled ones from a best that small, which end 0.39-1.07 of their
+    divergent, against three labelled ones from a best that small, which end 0.39-1.08 of their
     start above it."""
     start = _loss_value(values, y, _untrained_level(y))
     best = _loss_value(values, y, best_level)

@@ -210,11 +210,12 @@ def _halved(y: np.ndarray, d0: int, d1: int, values: np.ndarray) -> bool:
     return float(np.median(y[tail])) <= start_level(y) + np.log(NOT_HALVED_SHARE)
 
 
-def start_level(series: np.ndarray) -> float:
+def start_level(series: np.ndarray, points: int = START_POINTS) -> float:
     """Where the run started (step 4 of the module doc): the lower of the median of the first
-    `START_POINTS` values and the first one, the untrained model's. The gradient-norm detector
-    judges a loss's convergence from the same start."""
-    return min(float(np.median(series[:START_POINTS])), float(series[0]))
+    `points` values and the first one, the untrained model's. The gradient-norm detector
+    judges a loss's convergence from the same start, the divergence detector's twice-above
+    warning from its first five points."""
+    return min(float(np.median(series[:points])), float(series[0]))
 
 
 def converged(level: float, start: float, values: np.ndarray) -> bool:
