@@ -413,7 +413,10 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, 
         tab.screenshot("run-view-zh")
         tab.frame.locator("button.lang[data-lang='en']").click()
         assert tab.eval(texts) == ["Loss", "mean", status, "Reset zoom"]
-        spike_en = tab.wait_until(f"w => {{ const t = ({spike})(w); return t.includes('above its local trend') && t; }}")
+        # the message comes back from the server while the rest re-renders: wait for the whole finding
+        spike_en = tab.wait_until(
+            f"w => {{ const t = ({spike})(w); return t.includes('above its local trend') && !t.includes('损失') && t; }}"
+        )
         assert "损失" not in spike_en and "Advice" in spike_en and "loss spike" in spike_en
 
 
