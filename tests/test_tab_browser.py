@@ -6,6 +6,8 @@ each test opens the tab afresh. Screenshots go to `test-artifacts/`.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from tensorboard.compat.proto.event_pb2 import Event
@@ -418,6 +420,55 @@ def test_language_follows_the_browser_and_the_switch_is_remembered(tensorboard, 
             f"w => {{ const t = ({spike})(w); return t.includes('above its local trend') && !t.includes('损失') && t; }}"
         )
         assert "损失" not in spike_en and "Advice" in spike_en and "loss spike" in spike_en
+
+
+FINDING_PARTS = (
+    "w => { const f = w.document.querySelector(`li.finding[data-kind='loss_spike']`);"
+    " return f && ['.badge', '.finding-kind', '.finding-message', '.finding-advice strong']"
+    ".map(s => f.querySelector(s)?.textContent ?? ''); }"
+)
+
+
+def chinese(text: str) -> bool:
+    return any("\u4e00" <= char <= "\u9fff" for char in text)
+
+
+def test_a_finding_never_reads_in_two_languages_while_the_switch_is_under_way(tensorboard, browser):
+    """A finding's message comes from `/report` and its kind's name from `/runs`, two answers that
+    can arrive in either order after a switch: until both speak the new language, the finding
+    stays whole in the old one. The `/runs` answers are held back to make the slow order sure."""
+    with new_page(browser, locale="zh-CN") as page:
+        tab = HealthTab(page, tensorboard).open()
+        overview_runs(tab)
+        open_run(tab, "spiky")
+        zh_parts = tab.wait_until(f"w => {{ const p = ({FINDING_PARTS})(w); return p && p[2].includes('跳升') && p; }}")
+        assert all(chinese(part) for part in zh_parts), zh_parts
+        held = []
+
+        def is_runs(url: str) -> bool:
+            return "/data/plugin/health/runs?" in url
+
+        def hold(route) -> None:
+            held.append(route)
+
+        page.route(is_runs, hold)
+        try:
+            with page.expect_response(lambda r: "/health/report?" in r.url and "lang=en" in r.url, timeout=30_000):
+                tab.frame.locator("button.lang[data-lang='en']").click()
+            for _ in range(10):  # the English report is in; the kinds' names are not
+                parts = tab.eval(FINDING_PARTS)
+                assert all(chinese(part) for part in parts), f"half switched before the kinds' names came: {parts}"
+                time.sleep(0.1)
+            assert held, "the switch asked for the runs in English"
+        finally:
+            for route in list(held):
+                route.continue_()
+            page.unroute(is_runs)  # lets any later one through too
+        en_parts = tab.wait_until(
+            f"w => {{ const p = ({FINDING_PARTS})(w); return p && p[2].includes('above its local trend') && p; }}"
+        )
+        assert not any(chinese(part) for part in en_parts), en_parts
+        assert en_parts[1] == "loss spike" and en_parts[3].startswith("Advice")
 
 
 def test_tensorboard_reload_button_refreshes_the_tab(tensorboard, page):

@@ -98,7 +98,7 @@ export class App {
     try {
       const [response] = await Promise.all([api.runs(), this.tensorBoardRunOrder()]);
       if (response.language !== lang()) return; // asked before a language switch: its answer follows
-      if (setKindNames(response.kinds)) {
+      if (setKindNames(response.kinds, response.language)) {
         this.runView.relabel();
         this.compare.relabel();
       }

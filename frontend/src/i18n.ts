@@ -291,12 +291,21 @@ export function t(key: Key | string, params: Record<string, string | number> = {
 /** Names of the finding kinds in the current language, as the server's message catalogue
  * writes them (`/runs` sends them with the runs): the tab keeps no list of kinds of its own. */
 let kindNames: Record<string, string> = {};
+let kindNamesLang: string | null = null;
 
-/** Sets the kinds' names; true when they changed (the views showing kinds relabel then). */
-export function setKindNames(names: Record<string, string> | undefined): boolean {
-  if (!names || JSON.stringify(names) === JSON.stringify(kindNames)) return false;
+/** Sets the kinds' names, written in `language`; true when they changed (the views showing
+ * kinds relabel then). */
+export function setKindNames(names: Record<string, string> | undefined, language: string | null = null): boolean {
+  if (!names) return false;
+  const changed = language !== kindNamesLang || JSON.stringify(names) !== JSON.stringify(kindNames);
   kindNames = names;
-  return true;
+  kindNamesLang = language;
+  return changed;
+}
+
+/** The language the kinds' names are written in (null before the server sent them). */
+export function kindNamesLanguage(): string | null {
+  return kindNamesLang;
 }
 
 /** A translated label for a finding kind, status, severity or signal, falling back to the raw id. */

@@ -14,7 +14,7 @@ import {download, fileName, findingsCsv, findingsJson} from './download';
 import {setTip} from './tooltip';
 import {SettingsBar} from './controls';
 import {runColor} from './colors';
-import {bindText, label, lang, t} from './i18n';
+import {bindText, kindNamesLanguage, label, lang, t} from './i18n';
 import {onSettings, settings} from './settings';
 import {onTheme} from './theme';
 import {Timeline} from './xaxis';
@@ -72,6 +72,7 @@ export class RunView {
   private charts: EnvelopeChart[] = [];
   private run: string | null = null;
   private findings: Finding[] = [];
+  private findingsLang: string | null = null; // the language the server wrote `findings` in
   private activeKey: string | null = null;
   private shownVersion = '';
   private summary: RunSummary | null = null;
@@ -243,11 +244,22 @@ export class RunView {
       const report = await api.report(run, signal);
       if (signal.aborted || run !== this.run || report.language !== lang()) return; // stale: asked before a switch
       this.findings = report.runs[0]?.findings ?? [];
-      this.renderFindingsList();
+      this.findingsLang = report.language;
+      if (this.findingsSpeakOneLanguage()) this.renderFindingsList();
       for (const chart of this.charts) chart.redraw();
     } catch (error) {
       if (!isAbort(error)) this.findingsPane.replaceChildren(bindText(el('p', {class: 'error'}), 'loadFailed', {error: String(error)}));
     }
+  }
+
+  /** Whether the findings can be drawn in the tab's language throughout: their messages (the
+   * server's `/report`) and their kinds' names (its `/runs`) come in two answers, and the
+   * labels around them (severity, evidence, advice) from the tab's own tables. After a language
+   * switch the findings stay as they were until both answers speak the new language, so that no
+   * finding reads half in one language and half in the other. */
+  private findingsSpeakOneLanguage(): boolean {
+    const names = kindNamesLanguage(); // null: the server sent no names (kinds then show their ids)
+    return this.findingsLang === lang() && (names === null || names === lang());
   }
 
   /** Asks the server for the findings again (in the language now chosen). */
@@ -357,7 +369,7 @@ export class RunView {
 
   relabel(): void {
     if (!this.run) return;
-    this.renderFindingsList();
+    if (this.findingsSpeakOneLanguage()) this.renderFindingsList();
     if (this.summary) this.renderHeader(this.summary);
     this.settingsBar.render();
     for (const chart of this.charts) chart.relabel();
