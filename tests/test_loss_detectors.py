@@ -680,3 +680,41 @@ def test_the_same_batch_leaving_it_far_from_converged_is_a_divergence(seed):
     steps, loss = knocked_out_of_convergence(1.2, seed)  # back at 57% of its start: most of the learning lost
     found = alarms(loss_divergence(steps, loss, "loss", infer_schedule(steps)))
     assert [(f.kind, f.severity) for f in found] == [("divergence", "critical")]
+
+
+# zoo_seen29_067's loss as logged (every 10th step): 2.06 at step 1, Inf from step 10 to 110 but
+# once, then down from 18.6 to 4.5-7 at the end, 2.3x where it started
+BLOWN_UP_STEPS = np.array([1, *range(10, 201, 10)])
+BLOWN_UP_LOSS = np.array([2.063, *[np.inf] * 9, 18.6, np.inf, 13.06, 13.13, 7.88, 9.32, 6.96, 4.64, 6.43, 4.79, 4.53])
+
+
+def test_a_loss_finite_again_after_a_blow_up_but_twice_its_start_did_not_recover():
+    found = alarms(loss_divergence(BLOWN_UP_STEPS, BLOWN_UP_LOSS, "loss", infer_schedule(BLOWN_UP_STEPS)))
+    assert [(f.kind, f.severity, f.step, f.message) for f in found] == [
+        ("divergence", "critical", 10, "divergence.not_recovered")]
+    assert found[0].evidence["nonfinite_from_step"] == 10
+    assert found[0].evidence["ratio_end_to_start"] == pytest.approx(4.79 / 2.063, rel=1e-3)
+    assert "did not recover" in english(found[0]) and "lower the learning rate" in english(found[0])
+    assert "没有恢复" in render_finding(found[0], "zh")["message"]
+
+
+def test_a_blow_up_the_loss_came_back_from_is_left_to_the_non_finite_finding():
+    recovered = BLOWN_UP_LOSS.copy()
+    recovered[-5:] = [1.31, 1.12, 1.25, 0.98, 1.07]  # the end back under where it started
+    found = alarms(loss_divergence(BLOWN_UP_STEPS, recovered, "loss", infer_schedule(BLOWN_UP_STEPS)))
+    assert not any(f.message == "divergence.not_recovered" for f in found)
+
+
+def test_not_recovered_is_judged_on_the_last_tenth_not_the_last_few_points():
+    """zoo_seen25_046's pattern: its last five points stood 2.3x above its start, its last tenth
+    at 0.3x; the run came back, and a few high points at the end are not its level."""
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 301)
+    loss = 2.0 * np.exp(-steps / 40.0) + 0.3 + 0.02 * rng.standard_normal(steps.size)
+    loss[20:40] = np.inf
+    loss[-4:] = 5.0
+    found = loss_divergence(steps, loss, "loss", infer_schedule(steps))
+    assert not any(f.message == "divergence.not_recovered" for f in found)
+    loss[-40:] = 5.0  # now the end level itself stands there (a rise open at the end says so first)
+    found = loss_divergence(steps, loss, "loss", infer_schedule(steps))
+    assert [f.severity for f in found if f.kind == "divergence"] == ["critical"]

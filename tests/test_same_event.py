@@ -60,3 +60,19 @@ def test_a_long_spike_that_holds_the_episode_is_part_of_it():
     # a spike that does not hold the whole episode is another event
     assert said_once([_event("loss_spike", "warning", 170, 190), _event("nonfinite", "critical", 175, 260)])[0] \
         .severity == "warning"
+
+
+def test_a_blow_up_the_run_did_not_recover_from_names_one_restart_step():
+    """zoo_seen24_040: its loss rose from step 12 and went Inf from step 19; the divergence said
+    "restart at or before step 11", the non-finite finding "at or before step 18"."""
+    nan = Event(kind="nonfinite", severity="critical", step=19, tag="loss", message="m", end_step=300,
+                args={"restart_step": 18})
+    not_recovered = Event(kind="divergence", severity="critical", step=12, tag="loss", message="m",
+                          evidence={"nonfinite_from_step": 19, "last_healthy_step": 11})
+    found = said_once([not_recovered, nan])
+    assert [(f.kind, f.severity) for f in found] == [("divergence", "critical"), ("nonfinite", "critical")]
+    assert found[1].args["restart_step"] == 11
+    # a divergence of another blow-up leaves this one's advice alone
+    other = Event(kind="divergence", severity="critical", step=12, tag="loss", message="m",
+                  evidence={"nonfinite_from_step": 400, "last_healthy_step": 11})
+    assert said_once([other, nan])[1].args["restart_step"] == 18

@@ -460,6 +460,12 @@ def test_a_finding_never_reads_in_two_languages_while_the_switch_is_under_way(te
                 assert all(chinese(part) for part in parts), f"half switched before the kinds' names came: {parts}"
                 time.sleep(0.1)
             assert held, "the switch asked for the runs in English"
+            # choosing a finding meanwhile moves the highlight and keeps the list whole
+            tab.frame.locator("li.finding[data-kind='loss_spike']").click()
+            parts = tab.eval(FINDING_PARTS)
+            assert all(chinese(part) for part in parts), f"half switched by a click: {parts}"
+            assert tab.eval("w => w.document.querySelector(`li.finding[data-kind='loss_spike']`)"
+                            ".classList.contains('active')")
         finally:
             for route in list(held):
                 route.continue_()

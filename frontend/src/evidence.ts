@@ -35,6 +35,7 @@ export const FIELDS: Record<string, Field> = {
   early_layers: F('Early layers', '前几层数量', 'count'),
   early_to_late_ratio: F('Early / late layer norm', '前层/后层范数比', 'factor'),
   end_loss: F('Final loss', '最终损失'),
+  end_points: F('Points in the final level', '最终水平的点数', 'count'),
   end_share: F('Final loss, share of the starting loss', '最终损失占起始损失的比例', 'share'),
   eval_noise_sigma_log: F('Eval loss noise', '验证损失噪声', 'logratio'),
   evals: F('Evaluations', '评估次数', 'count'),

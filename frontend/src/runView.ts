@@ -245,7 +245,7 @@ export class RunView {
       if (signal.aborted || run !== this.run || report.language !== lang()) return; // stale: asked before a switch
       this.findings = report.runs[0]?.findings ?? [];
       this.findingsLang = report.language;
-      if (this.findingsSpeakOneLanguage()) this.renderFindingsList();
+      this.renderFindingsList();
       for (const chart of this.charts) chart.redraw();
     } catch (error) {
       if (!isAbort(error)) this.findingsPane.replaceChildren(bindText(el('p', {class: 'error'}), 'loadFailed', {error: String(error)}));
@@ -268,6 +268,12 @@ export class RunView {
   }
 
   private renderFindingsList(): void {
+    if (!this.findingsSpeakOneLanguage()) {  // the list on screen stays whole; only the highlight moves
+      for (const item of this.findingsPane.querySelectorAll<HTMLElement>('li.finding')) {
+        item.classList.toggle('active', item.dataset.key === this.activeKey);
+      }
+      return;
+    }
     renderFindings(this.findingsPane, this.findings, this.activeKey, (finding) => this.focusFinding(finding), this.run);
   }
 
@@ -369,7 +375,7 @@ export class RunView {
 
   relabel(): void {
     if (!this.run) return;
-    if (this.findingsSpeakOneLanguage()) this.renderFindingsList();
+    this.renderFindingsList();
     if (this.summary) this.renderHeader(this.summary);
     this.settingsBar.render();
     for (const chart of this.charts) chart.relabel();

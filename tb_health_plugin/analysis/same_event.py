@@ -30,7 +30,10 @@ with `part_of` naming the finding that carries the alarm (and the cause and the 
   divergence (`checks/loss.py`). The non-finite finding's advice then restarts before the rise,
   not merely before the first NaN/Inf: the last finite point before an overflow is often the
   blow-up itself (zoo_seen3_059: 2.0 at step 1, 20 at step 2, Inf from step 3; "restart at or
-  before step 2" named the first bad step).
+  before step 2" named the first bad step). So does a divergence the run did not recover from
+  after that blow-up (`divergence` step 10): both findings name one restart step (zoo_seen24_040:
+  the divergence "at or before step 11", where its loss began to rise, and the non-finite
+  finding "at or before step 18", the last finite point before the Inf).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def said_once(findings: list[Event]) -> list[Event]:
             finding = _part_of(finding, "nonfinite")
         out.append(finding)
     folded_rises = [f for f in out if f.kind in RISES and f.evidence.get("part_of") == "nonfinite"]
-    return [_restart_before_rises(f, folded_rises) if any(f is n for n in nonfinite) else f for f in out]
+    return [_restart_before_rises(f, folded_rises, out) if any(f is n for n in nonfinite) else f for f in out]
 
 
 def _part_of(finding: Event, kind: str) -> Event:
@@ -107,10 +110,13 @@ def _holds(rise: Event, episode: Event) -> bool:
     return rise.step <= episode.step and episode.end_step is not None and episode.end_step <= rise.end_step
 
 
-def _restart_before_rises(episode: Event, folded_rises: list[Event]) -> Event:
-    """The non-finite alarm whose advice restarts before the rises said as part of it (module doc)."""
-    healthy = [r.evidence["last_healthy_step"] for r in folded_rises
-               if _holds(r, episode) and r.evidence.get("last_healthy_step") is not None]
+def _restart_before_rises(episode: Event, folded_rises: list[Event], findings: list[Event]) -> Event:
+    """The non-finite alarm whose advice restarts before the rises said as part of it, and before
+    the rise of a divergence the run did not recover from after this blow-up (module doc)."""
+    rises = [r for r in folded_rises if _holds(r, episode)] + [
+        d for d in findings if d.kind == "divergence" and d.severity != "info"
+        and d.evidence.get("nonfinite_from_step") == episode.step]
+    healthy = [r.evidence["last_healthy_step"] for r in rises if r.evidence.get("last_healthy_step") is not None]
     restart = episode.args.get("restart_step")
     if not healthy or restart is None or min(healthy) >= restart:
         return episode

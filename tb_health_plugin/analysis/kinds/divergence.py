@@ -30,6 +30,7 @@ KIND = register(
             "divergence.ended_above.lower_lr",
             "divergence.ended_above.worse_than_init",
             "divergence.ended_above.lost_learning",
+            "divergence.not_recovered",
             "divergence.rise",
             "divergence.rise.open",
             "divergence.rise.open_slight",
