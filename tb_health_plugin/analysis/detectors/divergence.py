@@ -251,7 +251,7 @@ def loss_divergence(
 def _not_recovered_after_blow_up(steps: np.ndarray, values: np.ndarray, finite: np.ndarray, tag: str,
                                  what: str) -> Event | None:
     """Step 10 of the module doc: a loss finite again at the end of a NaN/Inf episode whose last
-    tenth stands more than twice above the untrained loss, else None."""
+    tenth stands more than twice above its first logged point, else None."""
     if finite.all() or not finite[0] or not finite[-1]:
         return None
     first_bad = int(np.argmax(~finite))
