@@ -121,11 +121,11 @@ Method (excess over the running best, on the log of the loss):
    started, the untrained loss when the log holds step 1 (our hooks and MindSpore's
    SummaryCollector do); a log that begins later (every 5th step from step 5) starts from a
    level the run reached, and the finding names that point rather than calling the weights
-   worse than their initialisation. Step 6 asks the same of a run's last smoothed points, but
-   with a margin of six noise sigmas, and a blow-up's finite aftermath is all excursion: the
-   residuals around a 17-point median of a series that is mostly a descent from 10-30x the
-   start gave sigmas of 0.4-0.8, margins of 11-120x, and runs ending 2.3-3.6x above their
-   untrained loss went unreported but for the non-finite finding, which says a blow-up
+   worse than their initialisation. Step 6 asks the same of a run's last five smoothed points,
+   but with a margin of six noise sigmas: the finite points of the six runs this step finds on
+   the tuning splits have sigmas of 0.27-0.43 on the log scale, margins of 5-13x, and those
+   ending 2.3-3.6x above their first loss went unreported but for the non-finite finding
+   (a descent from 18.6 over 11 points gave zoo_seen29_067's 0.43), which says a blow-up
    happened, not that the run never came back (zoo_seen29_067: 2.06 at step 1, Inf from step
    10 to 110, then 18.6 falling to 4.5-7 at the end; zoo_seen22_031: 1.99 at step 1, NaN/Inf
    among its points to the end, its last tenth at 7.1). The noise margin guards a run that never
