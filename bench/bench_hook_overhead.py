@@ -19,6 +19,10 @@ the monitor's start and final analysis) stay out and every callback's per-step w
   hooks-default   TrainOneStepWithHealth + HealthMonitor(log_dir)             (the documented setup)
   summary         nn.TrainOneStepCell + MindSpore SummaryCollector(collect_freq=10), its default
                   collection (loss, weight histograms, lineage) minus the dataset graph
+  cell-only       TrainOneStepWithHealth, no callback                        (the in-step norms alone)
+  no-weights      the documented setup with weight_freq=0, histogram_freq=0
+  no-online       the documented setup with online_analysis=False
+  no-weights-online  both of the last two off
   hooks-before    (with `--before REV`) the documented setup with the hooks of git revision REV,
                   copied into a temporary package, for a before/after comparison in one process
 Prints the median and minimum step time of each over the rounds, the median over rounds of the
@@ -138,13 +142,13 @@ def make_run(config: str, size: ModelSize, workdir: str):
     net = build_net(size)
     optimizer = nn.AdamWeightDecay(net.trainable_params(), learning_rate=1e-3)
     log_dir = tempfile.mkdtemp(prefix=f"{config}-", dir=workdir)
-    if config in ("hooks-default", "hooks-before"):
+    if config in ("hooks-default", "hooks-before", "cell-only", *PARTS):
         cell = hooks.TrainOneStepWithHealth(net, optimizer)
     else:
         cell = nn.TrainOneStepCell(net, optimizer)
     callbacks = []
-    if config in ("hooks-default", "hooks-before", "monitor-only"):
-        callbacks = [hooks.HealthMonitor(log_dir, seq_length=size.seq)]
+    if config in ("hooks-default", "hooks-before", "monitor-only", *PARTS):
+        callbacks = [hooks.HealthMonitor(log_dir, seq_length=size.seq, **PARTS.get(config, {}))]
     elif config == "summary":
         # default collection except the dataset graph, which fails with this protobuf version
         callbacks = [ms.SummaryCollector(log_dir, collect_freq=10, collect_specified_data={"collect_dataset_graph": False})]
@@ -172,7 +176,14 @@ def time_steps(model, callbacks, size: ModelSize, steps: int) -> tuple[float, fl
     return (clock.ends[-1] - clock.ends[1]) / timed, (clock.cpu[-1] - clock.cpu[1]) / timed
 
 
-CONFIGS = ("baseline", "monitor-only", "hooks-default", "hooks-before", "summary")
+# The documented setup with one part of the hooks' work turned off: where its cost goes.
+PARTS = {
+    "no-weights": {"weight_freq": 0, "histogram_freq": 0},
+    "no-online": {"online_analysis": False},
+    "no-weights-online": {"weight_freq": 0, "histogram_freq": 0, "online_analysis": False},
+}
+CONFIGS = ("baseline", "monitor-only", "hooks-default", "hooks-before", "summary", "cell-only", *PARTS)
+DEFAULT_CONFIGS = ("baseline", "monitor-only", "hooks-default", "summary")
 
 
 def rotated(items: list[str], turn: int) -> list[str]:
@@ -274,7 +285,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12, help="rounds, each a fresh process")
     parser.add_argument("--repeats", type=int, default=2, help="timings of each configuration per round")
     parser.add_argument("--before", metavar="REV", help="also time the hooks of this git revision")
-    parser.add_argument("--configs", default=",".join(c for c in CONFIGS if c != "hooks-before"),
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
                         help="comma-separated configurations (baseline always included)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one round, JSON out
     args = parser.parse_args()
