@@ -35,7 +35,14 @@ logger = logging.getLogger(__name__)
 
 Analyze = Callable[[Any], dict]  # RunData -> the contract's run report
 FINAL_ANALYSIS_TIMEOUT_S = 60.0
-MAX_BUSY_FRACTION = 0.1  # of wall time the background analysis may use
+# Share of the wall time the background analysis may use. It runs Python under the interpreter
+# lock the training loop needs between steps, and a thread busy all the time made the tiny
+# benchmark model's steps 2.3x longer (README, "Overhead"), so its share is what it may take from
+# a small model's step time. One analysis takes 0.01-0.13 s from 1,000 to 100,000 steps
+# (`bench/bench_online_analysis.py`): at the default interval (100 steps) and 40 ms steps that
+# was 3% of the wall time at 100,000 steps under the earlier 10%. 1% keeps it a small share of
+# the hooks' 3% budget; findings then come at most 100x an analysis's time apart (13 s there).
+MAX_BUSY_FRACTION = 0.01
 # Points kept per tag: with the default collect_freq of 10 the newest half, 4096 collections,
 # covers the last 40,960 steps at full resolution, far more than any detector's window.
 MAX_POINTS_PER_TAG = 8192
