@@ -297,6 +297,9 @@ def test_stop_on_critical_stops_at_the_first_nonfinite_step(tmp_path, nan_from):
     assert math.isnan(recorder.losses[nan_from]) and math.isfinite(recorder.losses[nan_from - 1])
     logged = scalars(tmp_path / "logs" / "rank_0")
     assert math.isnan(logged["train/loss"][nan_from]) and logged["train/nonfinite_count"][nan_from] >= 1
+    # logged in full, per-parameter gradient norms included, at a step that is not a collection
+    per_parameter = [tag for tag in logged if tag.startswith("grad_norm/")]
+    assert per_parameter and all(nan_from in logged[tag] for tag in per_parameter)
     assert any(f["kind"] == "nonfinite" and f["severity"] == "critical" for _, f in findings(tmp_path / "logs" / "rank_0"))
 
 

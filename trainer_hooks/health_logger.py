@@ -165,7 +165,7 @@ class HealthLogger:
             and nonfinite_update(loss_value, grad_norm_value, overflowed, window)
         )
         if stop_now or collect:
-            if stats is not None:  # per-parameter norms are written at collections only
+            if stats is not None:  # per-parameter norms are written at collections and at a stop step
                 param_grad_norms = dict(zip(self.param_names(len(stats) - 1), stats[1:], strict=True))
             self._collect(step, loss_value, grad_norm_value, param_grad_norms, lr, loss_scale, overflow, batch_size)
         else:

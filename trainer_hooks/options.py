@@ -51,8 +51,8 @@ class HealthOptions:
             MindSpore callbacks call `run_context.request_stop()`). A non-finite loss, or a
             non-finite gradient norm on a step the loss scaler did not flag as an overflow (so
             its update was applied), stops at that very step, logged in full (with
-            `TrainOneStepWithHealth`, its per-parameter gradient norms only if it is a logged
-            step: the graph of the other steps computes the global norm only).
+            `TrainOneStepWithHealth`, its per-parameter gradient norms included: the step
+            computes them at every step).
         findings_min_severity: the least severity written and printed ("info", "warning",
             "critical").
         rank, world_size: override the detected rank (see `trainer_hooks.ranks`).
