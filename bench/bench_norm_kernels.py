@@ -15,6 +15,10 @@ compared with float64 norms (largest relative error over the global and per-para
   l1-scaled rows   each row scaled by 128 over its sum of magnitudes, then one sum of squares:
                    also exact over float32's range, with one scaled pass instead of three
   L2Loss per tensor  `ops.L2Loss` of each gradient (one kernel each), no range guard
+  global, branch   the global norm alone from `ops.L2Loss` per tensor, and the shipped rows
+                   only when its sum is out of float32's safe range (a run-time branch): what a
+                   step that writes no per-parameter norm would need (its per-parameter norms
+                   read 0, so its error column is 1.0)
 
     PYTHONPATH=. python bench/bench_norm_kernels.py [--calls 50] [--timings 9] [--sigma 1e-3]
 """
@@ -52,6 +56,8 @@ def build_variants(layout):
     tiny = ms.Tensor(1.1754944e-38, mstype.float32)
     down = ms.Tensor(2.0**-70, mstype.float32)
     row_values = ms.Tensor(float(ROW_VALUES), mstype.float32)
+    safe_sum = ms.Tensor(2.0**-90, mstype.float32)
+    no_parameters = ms.Tensor(np.zeros(layout.count, np.float32))
 
     def rows_of(grads):
         flats = hyper_map(flat, grads)
@@ -96,8 +102,18 @@ def build_variants(layout):
         square_sums = ops.stack(hyper_map(l2_loss, grads)) * 2.0
         return ops.concat((ops.reshape(ops.sqrt(ops.reduce_sum(square_sums)), (1,)), ops.sqrt(square_sums)))
 
+    @ms.jit
+    def global_with_branch(*grads):  # the global norm alone, exact through a run-time branch
+        square_sum = ops.addn(hyper_map(l2_loss, grads)) * 2.0
+        if ops.isfinite(square_sum) and square_sum >= safe_sum:
+            out = ops.concat((ops.reshape(ops.sqrt(square_sum), (1,)), no_parameters))
+        else:
+            out = row_norm_stats(grads, layout.pads, layout.row_segments, layout.count)
+        return out
+
     variants = {"rows (shipped)": shipped, "concat only": concat_only, "plain rows": plain_rows,
-                "l1-scaled rows": l1_scaled_rows, "L2Loss per tensor": l2_loss_per_tensor}
+                "l1-scaled rows": l1_scaled_rows, "L2Loss per tensor": l2_loss_per_tensor,
+                "global, branch": global_with_branch}
     return returns_at_once, variants
 
 
