@@ -403,3 +403,30 @@ def test_convert_reads_mindspore_summaries_from_a_bucket(store, tmp_path):
     (converted,) = read_logdir(tmp_path / "out")
     assert converted.name == "rank_0"
     assert converted.scalars["loss"].steps.tolist() == list(range(20))
+
+
+@pytest.mark.parametrize("port", [40359, 45031, 1403, 9000])
+def test_a_dropped_connection_reads_as_one_whatever_the_endpoint_s_digits(port):
+    """An endpoint's port or an object's name holding 403 or 503 is no HTTP status: a fault proxy
+    on port 40359 once made a dropped connection read as "access denied"."""
+    from botocore.exceptions import ConnectionClosedError
+
+    from tb_health_plugin.readers.storage import describe
+
+    url = f"http://127.0.0.1:{port}/{BUCKET}/{PREFIX}/run/events.out.tfevents.1767000403.h.503.0"
+    message = describe(ConnectionClosedError(endpoint_url=url), f"s3://{BUCKET}/{PREFIX}")
+    assert "connection to the store failed" in message, message
+
+
+@pytest.mark.parametrize(("status", "code", "words"), [
+    (403, "AccessDenied", "access denied"), (403, "403", "access denied"),
+    (503, "SlowDown", "throttling"), (503, "503", "throttling"),
+])
+def test_the_store_s_http_status_names_the_failure(status, code, words):
+    from botocore.exceptions import ClientError
+
+    from tb_health_plugin.readers.storage import describe
+
+    error = ClientError({"Error": {"Code": code, "Message": ""}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                        "ListObjectsV2")
+    assert words in describe(error, f"s3://{BUCKET}/{PREFIX}")

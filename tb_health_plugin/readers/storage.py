@@ -27,6 +27,7 @@ import errno
 import logging
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Iterable
 from typing import Protocol
@@ -38,9 +39,20 @@ PREFETCH_CONCURRENCY = 16  # ranged GETs in flight at once when many files grew:
 PREFETCH_MAX_BYTES = 64 << 20  # most bytes fetched ahead in one refresh (held until their file is read)
 BACKOFF_FIRST_S = 2.0  # first wait after a failed refresh: TensorBoard's own reload interval is 5 s
 BACKOFF_MAX_S = 60.0  # longest wait: a store back after an outage shows within a minute
-_THROTTLED = ("SlowDown", "ServiceUnavailable", "Throttl", "TooManyRequests", "reduce your request rate", "503")
+_THROTTLED = ("SlowDown", "ServiceUnavailable", "Throttl", "TooManyRequests", "reduce your request rate")
 _AUTH = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken", "InvalidToken",
-         "Forbidden", "403", "credentials")
+         "Forbidden", "credentials")
+
+
+def _http_status(code: int) -> re.Pattern:
+    """An HTTP status standing alone in an error's text ("An error occurred (403) ...", "403
+    Forbidden", "status=503"), not digits of a port, a path or a file name: a fault proxy on port
+    40359 made a dropped connection read as "access denied", the URL in its message holding 403."""
+    return re.compile(rf"(?<![\w.:/-]){code}(?!\w|\.\d)")
+
+
+_AUTH_STATUS = _http_status(403)
+_THROTTLED_STATUS = _http_status(503)
 
 
 class StorageError(OSError):
@@ -327,12 +339,13 @@ def tensorboard_s3_endpoint() -> str | None:
 def describe(error: BaseException, where: str) -> str:
     """A message for people: what went wrong reading `where`, and what to check."""
     text = _error_text(error)
-    if isinstance(error, PermissionError) or any(word in text for word in _AUTH):
+    if isinstance(error, PermissionError) or any(word in text for word in _AUTH) or _AUTH_STATUS.search(text):
         return (f"{where}: access denied ({_reason(error)}); check the credentials "
                 "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials) and the endpoint")
     if isinstance(error, FileNotFoundError) or "NoSuchBucket" in text:
         return f"{where}: no such bucket ({_reason(error)}); check the bucket name and the endpoint"
-    if getattr(error, "errno", None) == errno.EBUSY or any(word in text for word in _THROTTLED):
+    if (getattr(error, "errno", None) == errno.EBUSY or any(word in text for word in _THROTTLED)
+            or _THROTTLED_STATUS.search(text)):
         return f"{where}: the store is throttling requests ({_reason(error)})"
     if any(word in text for word in ("connect", "Connect", "Connection", "reset", "closed", "Timeout", "timed out")):
         return f"{where}: connection to the store failed ({_reason(error)}); check the endpoint and the network"
