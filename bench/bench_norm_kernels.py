@@ -39,37 +39,26 @@ def build_variants(layout):
     from mindspore.common import dtype as mstype
     from mindspore.ops import composite as C
 
-    from trainer_hooks.norms import ROW_VALUES, row_norm_stats
+    from trainer_hooks.norms import FLOAT32_TINY, ROW_VALUES, fused_rows, norms_from_row_sums, row_norm_stats
 
     hyper_map = C.HyperMap()
-    flat = C.MultitypeFuncGraph("bench_flat")
     l2_loss = C.MultitypeFuncGraph("bench_l2_loss")
-
-    @flat.register("Tensor")
-    def _flat(tensor):
-        return ops.reshape(tensor, (-1,))
 
     @l2_loss.register("Tensor")
     def _l2_loss(tensor):
         return ops.L2Loss()(tensor)
 
-    tiny = ms.Tensor(1.1754944e-38, mstype.float32)
+    tiny = ms.Tensor(FLOAT32_TINY, mstype.float32)
     down = ms.Tensor(2.0**-70, mstype.float32)
     row_values = ms.Tensor(float(ROW_VALUES), mstype.float32)
     safe_sum = ms.Tensor(2.0**-90, mstype.float32)
     no_parameters = ms.Tensor(np.zeros(layout.count, np.float32))
 
     def rows_of(grads):
-        flats = hyper_map(flat, grads)
-        pieces = ()
-        for index in range(len(flats)):
-            pieces = pieces + (flats[index],) + layout.pads[index]
-        return ops.reshape(ops.concat(pieces), (-1, ROW_VALUES))
+        return fused_rows(grads, layout.pads)
 
     def per_parameter(row_sums):
-        square_sums = ops.unsorted_segment_sum(row_sums, layout.row_segments, layout.count)
-        global_norm = ops.sqrt(ops.reduce_sum(square_sums))
-        return ops.cast(ops.concat((ops.reshape(global_norm, (1,)), ops.sqrt(square_sums))), mstype.float32)
+        return norms_from_row_sums(row_sums, layout.row_segments, layout.count)
 
     @ms.jit
     def returns_at_once(*grads):

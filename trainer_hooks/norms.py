@@ -123,11 +123,7 @@ def row_norm_stats(grads, pads, row_segments, count):
     chosen row sums go to float64, undo their scale and are added per parameter. NaN and Inf
     stay not finite. Usable inside `Cell.construct` (graph mode) and PyNative code.
     """
-    flats = _hyper_map(_flat_float32, grads)
-    pieces = ()
-    for index in range(len(flats)):  # unrolled when compiled: one concatenation of every piece
-        pieces = pieces + (flats[index],) + pads[index]
-    rows = ops.reshape(ops.concat(pieces), (-1, ROW_VALUES))
+    rows = fused_rows(grads, pads)
     up = rows * _SCALE_UP
     down = rows * _SCALE_DOWN
     plain_sums = ops.cast(ops.reduce_sum(rows * rows, 1), mstype.float64)
@@ -136,6 +132,22 @@ def row_norm_stats(grads, pads, row_segments, count):
     finite = ops.isfinite(plain_sums)
     safe = ops.logical_and(finite, plain_sums >= _SAFE_ROW_SUM)
     row_sums = ops.select(safe, plain_sums, ops.select(finite, up_sums, down_sums))
+    return norms_from_row_sums(row_sums, row_segments, count)
+
+
+def fused_rows(grads, pads):
+    """The gradients as float32 rows of `ROW_VALUES`, each padded with zeros to whole rows (one
+    concatenation: the layout `row_norm_stats` sums)."""
+    flats = _hyper_map(_flat_float32, grads)
+    pieces = ()
+    for index in range(len(flats)):  # unrolled when compiled: one concatenation of every piece
+        pieces = pieces + (flats[index],) + pads[index]
+    return ops.reshape(ops.concat(pieces), (-1, ROW_VALUES))
+
+
+def norms_from_row_sums(row_sums, row_segments, count):
+    """`[global, per parameter]` norms (float32) from the rows' float64 sums of squares, added per
+    parameter with one segment sum."""
     square_sums = ops.unsorted_segment_sum(row_sums, row_segments, count)
     global_norm = ops.sqrt(ops.reduce_sum(square_sums))
     return ops.cast(ops.concat((ops.reshape(global_norm, (1,)), ops.sqrt(square_sums))), mstype.float32)

@@ -41,7 +41,8 @@ FINAL_ANALYSIS_TIMEOUT_S = 60.0
 # a small model's step time. One analysis takes 0.01-0.13 s from 1,000 to 100,000 steps
 # (`bench/bench_online_analysis.py`): at the default interval (100 steps) and 40 ms steps that
 # was 3% of the wall time at 100,000 steps under the earlier 10%. 1% keeps it a small share of
-# the hooks' 3% budget; findings then come at most 100x an analysis's time apart (13 s there).
+# the hooks' 3% budget; an analysis then starts no sooner than 100x the last one's time after
+# it (12.5 s apart at 100,000 steps), where the default interval alone would allow 4 s.
 MAX_BUSY_FRACTION = 0.01
 # Points kept per tag: with the default collect_freq of 10 the newest half, 4096 collections,
 # covers the last 40,960 steps at full resolution, far more than any detector's window.

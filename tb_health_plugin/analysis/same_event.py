@@ -62,8 +62,7 @@ def said_once(findings: list[Event]) -> list[Event]:
         elif _updates_in(finding, spans) or any(finding is e for e in edges):
             finding = _part_of(finding, "nonfinite")
         out.append(finding)
-    folded_rises = [f for f in out if f.kind in RISES and f.evidence.get("part_of") == "nonfinite"]
-    return [_restart_before_rises(f, folded_rises, out) if any(f is n for n in nonfinite) else f for f in out]
+    return [_restart_before_rises(f, out) if any(f is n for n in nonfinite) else f for f in out]
 
 
 def _part_of(finding: Event, kind: str) -> Event:
@@ -110,12 +109,12 @@ def _holds(rise: Event, episode: Event) -> bool:
     return rise.step <= episode.step and episode.end_step is not None and episode.end_step <= rise.end_step
 
 
-def _restart_before_rises(episode: Event, folded_rises: list[Event], findings: list[Event]) -> Event:
+def _restart_before_rises(episode: Event, findings: list[Event]) -> Event:
     """The non-finite alarm whose advice restarts before the rises said as part of it, and before
     the rise of a divergence the run did not recover from after this blow-up (module doc)."""
-    rises = [r for r in folded_rises if _holds(r, episode)] + [
-        d for d in findings if d.kind == "divergence" and d.severity != "info"
-        and d.evidence.get("nonfinite_from_step") == episode.step]
+    rises = [f for f in findings
+             if (f.kind in RISES and f.evidence.get("part_of") == "nonfinite" and _holds(f, episode))
+             or (f.kind == "divergence" and f.severity != "info" and f.evidence.get("nonfinite_from_step") == episode.step)]
     healthy = [r.evidence["last_healthy_step"] for r in rises if r.evidence.get("last_healthy_step") is not None]
     restart = episode.args.get("restart_step")
     if not healthy or restart is None or min(healthy) >= restart:
